@@ -1,0 +1,234 @@
+//! The WK codecs of Wilson, Kaplan and Smaragdakis (paper 000, §2.3):
+//! [`WkDm`] (direct-mapped dictionary) and [`Wk4x4`] (4 sets × 4 ways, LRU
+//! within each set).
+//!
+//! Both model a block as 32-bit words against a dictionary of 16 recently
+//! seen words and give each word a 2-bit tag: zero word, exact match (a
+//! 4-bit dictionary index follows), partial match of the upper 22 bits (the
+//! index and the 10 low bits follow) or miss (the whole word follows). As in
+//! the paper, each kind of information goes to its own segment and the
+//! segments are packed by a separate fast pass; the two codecs share that
+//! segment format and differ only in how the dictionary is searched and
+//! updated.
+//!
+//! # Format
+//!
+//! ```text
+//! byte 0      0 = segments follow, 1 = same-filled block (a 4-byte word follows)
+//! tags        ceil(words/4) bytes, four 2-bit tags a byte, first tag in the low bits
+//! indices     ceil(matches/2) bytes, two 4-bit indices a byte, first in the low nibble
+//! low bits    ceil(partials/3) little-endian u32s, three 10-bit fields each
+//! full words  one little-endian u32 per miss
+//! ```
+//!
+//! Choices the paper leaves open, and why:
+//! * Segment lengths are not stored: they follow from the tag counts, which
+//!   the decoder computes with popcounts over the packed tags. That saves a
+//!   header and makes an inconsistent header impossible; the total length
+//!   must then match exactly, which catches most corruption.
+//! * The dictionary starts all zero, so small integers (upper 22 bits zero)
+//!   match partially from the first word on.
+//! * Padding bits and fields must be zero, so every block has one encoding.
+
+mod dm;
+mod x4;
+
+pub use dm::WkDm;
+pub use x4::Wk4x4;
+
+use crate::{CompressError, DecodeError, MAX_BLOCK};
+
+pub(crate) const ZERO: u32 = 0;
+pub(crate) const MISS: u32 = 1;
+pub(crate) const PARTIAL: u32 = 2;
+pub(crate) const EXACT: u32 = 3;
+pub(crate) const LOW_MASK: u32 = 0x3FF;
+
+const FORMAT_SEGMENTS: u8 = 0;
+const FORMAT_SAME: u8 = 1;
+const MAX_WORDS: usize = MAX_BLOCK / 4;
+/// Scratch entries beyond the largest count, so that decoders may read one
+/// element past the last one without a branch.
+const SLACK: usize = 4;
+
+/// Multiplicative hash of a word's upper 22 bits: words that can match
+/// partially always land in the same dictionary set.
+#[inline(always)]
+pub(crate) fn hash_upper(w: u32) -> u32 {
+    (w >> 10).wrapping_mul(0x9E37_79B1)
+}
+
+/// The per-codec working memory: segment arrays sized once for the largest
+/// block, so no call allocates.
+pub(crate) struct Segments {
+    /// Packed tags (encoder writes them here as it goes).
+    pub(crate) tags: Box<[u8]>,
+    /// One dictionary index per byte.
+    pub(crate) idx: Box<[u8]>,
+    /// One 10-bit low field per entry.
+    pub(crate) low: Box<[u16]>,
+    /// One missed word per entry.
+    pub(crate) full: Box<[u32]>,
+    pub(crate) n_idx: usize,
+    pub(crate) n_low: usize,
+    pub(crate) n_full: usize,
+}
+
+impl Segments {
+    pub(crate) fn new() -> Self {
+        Segments {
+            tags: vec![0; MAX_WORDS / 4 + 8].into_boxed_slice(),
+            idx: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
+            low: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
+            full: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
+            n_idx: 0,
+            n_low: 0,
+            n_full: 0,
+        }
+    }
+
+    /// Smallest possible output once `done` of `words` words are modelled:
+    /// used for the early exit on blocks that will not compress.
+    #[inline(always)]
+    pub(crate) fn lower_bound(words: usize, n_idx: usize, n_low: usize, n_full: usize) -> usize {
+        1 + words.div_ceil(4) + n_idx / 2 + n_low * 4 / 3 + n_full * 4
+    }
+
+    /// Packs the segments of a `words`-word block into `out`.
+    pub(crate) fn pack(&mut self, words: usize, out: &mut [u8]) -> Result<usize, CompressError> {
+        let tag_bytes = words.div_ceil(4);
+        let idx_bytes = self.n_idx.div_ceil(2);
+        let low_words = self.n_low.div_ceil(3);
+        let total = 1 + tag_bytes + idx_bytes + 4 * low_words + 4 * self.n_full;
+        if total > out.len() {
+            return Err(CompressError::DoesNotFit { budget: out.len() });
+        }
+        out[0] = FORMAT_SEGMENTS;
+        let (tags_out, rest) = out[1..total].split_at_mut(tag_bytes);
+        tags_out.copy_from_slice(&self.tags[..tag_bytes]);
+        let (idx_out, rest) = rest.split_at_mut(idx_bytes);
+        self.idx[self.n_idx] = 0;
+        for (o, pair) in idx_out.iter_mut().zip(self.idx.chunks_exact(2)) {
+            *o = pair[0] | pair[1] << 4;
+        }
+        let (low_out, full_out) = rest.split_at_mut(4 * low_words);
+        self.low[self.n_low] = 0;
+        self.low[self.n_low + 1] = 0;
+        for (o, t) in low_out.chunks_exact_mut(4).zip(self.low.chunks_exact(3)) {
+            let v = t[0] as u32 | (t[1] as u32) << 10 | (t[2] as u32) << 20;
+            o.copy_from_slice(&v.to_le_bytes());
+        }
+        for (o, w) in full_out.chunks_exact_mut(4).zip(self.full.iter()) {
+            o.copy_from_slice(&w.to_le_bytes());
+        }
+        Ok(total)
+    }
+
+    /// Validates `input` as the segments of a `words`-word block, unpacks
+    /// indices, low bits and full words into scratch (with zeroed slack),
+    /// and returns the packed tags.
+    pub(crate) fn unpack<'a>(
+        &mut self,
+        input: &'a [u8],
+        words: usize,
+    ) -> Result<&'a [u8], DecodeError> {
+        let tag_bytes = words.div_ceil(4);
+        let tags = input.get(1..1 + tag_bytes).ok_or(DecodeError::Truncated)?;
+        if !words.is_multiple_of(4) && tags[tag_bytes - 1] >> (2 * (words % 4)) != 0 {
+            return Err(DecodeError::Corrupt("tag padding is not zero"));
+        }
+        let (mut n_exact, mut n_partial, mut n_miss) = (0u32, 0u32, 0u32);
+        let mut chunks = tags.chunks_exact(8);
+        let mut count = |x: u64| {
+            let lo = x & 0x5555_5555_5555_5555;
+            let hi = (x >> 1) & 0x5555_5555_5555_5555;
+            n_exact += (lo & hi).count_ones();
+            n_partial += (hi & !lo).count_ones();
+            n_miss += (lo & !hi).count_ones();
+        };
+        for c in &mut chunks {
+            count(u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        count(u64::from_le_bytes(last));
+
+        self.n_idx = (n_exact + n_partial) as usize;
+        self.n_low = n_partial as usize;
+        self.n_full = n_miss as usize;
+        let idx_bytes = self.n_idx.div_ceil(2);
+        let low_words = self.n_low.div_ceil(3);
+        let total = 1 + tag_bytes + idx_bytes + 4 * low_words + 4 * self.n_full;
+        if input.len() < total {
+            return Err(DecodeError::Truncated);
+        }
+        if input.len() > total {
+            return Err(DecodeError::TrailingBytes(input.len() - total));
+        }
+        let rest = &input[1 + tag_bytes..];
+        let (idx_in, rest) = rest.split_at(idx_bytes);
+        for (pair, &b) in self.idx.chunks_exact_mut(2).zip(idx_in) {
+            pair[0] = b & 15;
+            pair[1] = b >> 4;
+        }
+        if self.n_idx % 2 == 1 && self.idx[self.n_idx] != 0 {
+            return Err(DecodeError::Corrupt("index padding is not zero"));
+        }
+        self.idx[self.n_idx] = 0;
+        let (low_in, full_in) = rest.split_at(4 * low_words);
+        for (t, b) in self.low.chunks_exact_mut(3).zip(low_in.chunks_exact(4)) {
+            let v = u32::from_le_bytes(b.try_into().unwrap());
+            if v >> 30 != 0 {
+                return Err(DecodeError::Corrupt("low-bits word has its top bits set"));
+            }
+            t[0] = (v & LOW_MASK) as u16;
+            t[1] = (v >> 10 & LOW_MASK) as u16;
+            t[2] = (v >> 20 & LOW_MASK) as u16;
+        }
+        if self.low[self.n_low..low_words * 3].iter().any(|&l| l != 0) {
+            return Err(DecodeError::Corrupt("low-bits padding is not zero"));
+        }
+        self.low[self.n_low] = 0;
+        for (w, b) in self.full.iter_mut().zip(full_in.chunks_exact(4)) {
+            *w = u32::from_le_bytes(b.try_into().unwrap());
+        }
+        self.full[self.n_full] = 0;
+        Ok(tags)
+    }
+}
+
+/// Writes the same-filled form if `block` is one word repeated.
+#[inline]
+pub(crate) fn compress_same(block: &[u8], out: &mut [u8]) -> Option<Result<usize, CompressError>> {
+    let w = crate::same_filled_u32(block)?;
+    if out.len() < 5 {
+        return Some(Err(CompressError::DoesNotFit { budget: out.len() }));
+    }
+    out[0] = FORMAT_SAME;
+    out[1..5].copy_from_slice(&w.to_le_bytes());
+    Some(Ok(5))
+}
+
+/// Checks the header byte; fills a same-filled block and returns `true`, or
+/// returns `false` when segments follow.
+#[inline]
+pub(crate) fn decompress_same(input: &[u8], block: &mut [u8]) -> Result<bool, DecodeError> {
+    if !crate::valid_block_len(block.len()) {
+        return Err(DecodeError::BlockSize(block.len()));
+    }
+    match input.first() {
+        None => Err(DecodeError::Truncated),
+        Some(&FORMAT_SEGMENTS) => Ok(false),
+        Some(&FORMAT_SAME) => {
+            let w = input.get(1..5).ok_or(DecodeError::Truncated)?;
+            if input.len() > 5 {
+                return Err(DecodeError::TrailingBytes(input.len() - 5));
+            }
+            for c in block.chunks_exact_mut(4) {
+                c.copy_from_slice(w);
+            }
+            Ok(true)
+        }
+        Some(_) => Err(DecodeError::Corrupt("unknown WK block format")),
+    }
+}

@@ -1,0 +1,277 @@
+//! `ccvm bench codecs`: compression ratio and speed of codecs on real pages.
+//!
+//! Method: each page is compressed on its own into a page-sized budget (a
+//! page that does not shrink is kept raw and counts as a full page, and its
+//! "decompression" is a copy, as in a store). One pass compresses every page
+//! of a file, then decompresses every page; the best of `passes` passes is
+//! kept for each direction, on one thread. Every round trip is checked byte
+//! for byte after the timed loops. Throughputs are in MB/s of original data
+//! (10^6 bytes); "symmetric" divides the bytes by the time to compress *and*
+//! decompress them, the figure that matters for compressed caching (paper
+//! 003, §4.4.1).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use ccvm_codec::{Codec, CodecInfo, CompressError, CODECS, PAGE_SIZE};
+use ccvm_corpus::PageFile;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use crate::report::{self, Row};
+use crate::Format;
+
+/// What to measure.
+pub struct Options {
+    /// Corpus folder; `None` for the bundled corpus.
+    pub corpus: Option<PathBuf>,
+    /// Codec names; empty for every general-purpose codec.
+    pub codecs: Vec<String>,
+    /// Timed passes; the best is kept.
+    pub passes: u32,
+}
+
+/// One codec on one file (or on all files: `file` = "all").
+#[derive(Serialize, Clone)]
+pub struct Measurement {
+    /// Corpus file name, or "all".
+    pub file: String,
+    /// Codec name.
+    pub codec: String,
+    /// Pages measured.
+    pub pages: usize,
+    /// Original bytes.
+    pub original_bytes: u64,
+    /// Bytes after compression, a page that does not shrink counting 4096.
+    pub compressed_bytes: u64,
+    /// Pages kept raw because they did not shrink.
+    pub raw_pages: usize,
+    /// original / compressed.
+    pub ratio: f64,
+    /// Best compression time for all pages, seconds.
+    pub compress_s: f64,
+    /// Best decompression time for all pages, seconds.
+    pub decompress_s: f64,
+    /// Compression throughput, MB/s of original data.
+    pub compress_mbps: f64,
+    /// Decompression throughput, MB/s of original data.
+    pub decompress_mbps: f64,
+    /// Symmetric throughput: original bytes / (compress + decompress time).
+    pub symmetric_mbps: f64,
+}
+
+impl Measurement {
+    fn new(
+        file: &str,
+        codec: &str,
+        pages: usize,
+        compressed: u64,
+        raw: usize,
+        tc: f64,
+        td: f64,
+    ) -> Self {
+        let bytes = (pages * PAGE_SIZE) as u64;
+        let mbps = |t: f64| bytes as f64 / t / 1e6;
+        Measurement {
+            file: file.to_string(),
+            codec: codec.to_string(),
+            pages,
+            original_bytes: bytes,
+            compressed_bytes: compressed,
+            raw_pages: raw,
+            ratio: bytes as f64 / compressed as f64,
+            compress_s: tc,
+            decompress_s: td,
+            compress_mbps: mbps(tc),
+            decompress_mbps: mbps(td),
+            symmetric_mbps: mbps(tc + td),
+        }
+    }
+}
+
+impl Row for Measurement {
+    fn headers() -> &'static [&'static str] {
+        &[
+            "file",
+            "codec",
+            "pages",
+            "ratio",
+            "raw pages",
+            "compress MB/s",
+            "decompress MB/s",
+            "symmetric MB/s",
+        ]
+    }
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.file.clone(),
+            self.codec.clone(),
+            self.pages.to_string(),
+            format!("{:.3}", self.ratio),
+            self.raw_pages.to_string(),
+            format!("{:.0}", self.compress_mbps),
+            format!("{:.0}", self.decompress_mbps),
+            format!("{:.0}", self.symmetric_mbps),
+        ]
+    }
+}
+
+/// Result of the best passes of one codec over one file.
+struct FileRun {
+    compressed: u64,
+    raw: usize,
+    tc: Duration,
+    td: Duration,
+}
+
+/// Times `codec` over the pages of `file`, checking every round trip.
+fn measure(
+    codec: &mut dyn Codec,
+    file: &PageFile,
+    passes: u32,
+    progress: &ProgressBar,
+) -> anyhow::Result<FileRun> {
+    let pages = file.page_count();
+    let mut packed = vec![0u8; file.data.len()];
+    let mut lens = vec![0usize; pages];
+    let mut back = vec![0u8; file.data.len()];
+    let (mut best_c, mut best_d) = (Duration::MAX, Duration::MAX);
+    for _ in 0..passes {
+        let t = Instant::now();
+        for ((page, slot), len) in file
+            .pages()
+            .zip(packed.chunks_exact_mut(PAGE_SIZE))
+            .zip(lens.iter_mut())
+        {
+            *len = match codec.compress(page, slot) {
+                Ok(n) if n < PAGE_SIZE => n,
+                Ok(_) | Err(CompressError::DoesNotFit { .. }) => 0,
+                Err(e) => bail!("{}: {e}", codec.name()),
+            };
+        }
+        best_c = best_c.min(t.elapsed());
+        back.fill(0);
+        let t = Instant::now();
+        for (((page, slot), &len), out) in file
+            .pages()
+            .zip(packed.chunks_exact(PAGE_SIZE))
+            .zip(&lens)
+            .zip(back.chunks_exact_mut(PAGE_SIZE))
+        {
+            if len == 0 {
+                out.copy_from_slice(page);
+            } else {
+                codec
+                    .decompress(&slot[..len], out)
+                    .with_context(|| format!("{} failed to decode its own output", codec.name()))?;
+            }
+        }
+        best_d = best_d.min(t.elapsed());
+        std::hint::black_box(&back);
+        if back != file.data {
+            let bad = back
+                .chunks_exact(PAGE_SIZE)
+                .zip(file.pages())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            bail!(
+                "{}: page {bad} of {} did not round-trip",
+                codec.name(),
+                file.name
+            );
+        }
+        progress.inc(1);
+    }
+    let raw = lens.iter().filter(|&&l| l == 0).count();
+    let compressed = lens
+        .iter()
+        .map(|&l| if l == 0 { PAGE_SIZE } else { l } as u64)
+        .sum();
+    Ok(FileRun {
+        compressed,
+        raw,
+        tc: best_c,
+        td: best_d,
+    })
+}
+
+fn selected(names: &[String]) -> anyhow::Result<Vec<&'static CodecInfo>> {
+    if names.is_empty() {
+        return Ok(CODECS.iter().filter(|c| c.general).collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            CODECS
+                .iter()
+                .find(|c| c.name == n)
+                .ok_or_else(|| anyhow::anyhow!(ccvm_codec::by_name(n).err().unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// Measures and returns one row per (file, codec) and per codec over all files.
+pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
+    let codecs = selected(&opts.codecs)?;
+    let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
+    let mut files = ccvm_corpus::load_dir(&dir)?;
+    let memory_files = files.len();
+    // Delta16 is made for sensor samples, not memory: give it its data too.
+    if codecs.iter().any(|c| c.name == "delta16") {
+        files.push(ccvm_corpus::sensor::pages(256, 1));
+    }
+    let progress = ProgressBar::with_draw_target(
+        Some((files.len() * codecs.len()) as u64 * opts.passes as u64),
+        ProgressDrawTarget::hidden(),
+    );
+    progress.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} passes, {eta} left").unwrap(),
+    );
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for info in &codecs {
+        let mut codec = (info.make)();
+        let mut total = (0usize, 0u64, 0usize, 0f64, 0f64);
+        for (i, file) in files.iter().enumerate() {
+            if started.elapsed() > Duration::from_secs(1) && progress.is_hidden() {
+                progress.set_draw_target(ProgressDrawTarget::stderr());
+            }
+            let run = measure(codec.as_mut(), file, opts.passes, &progress)?;
+            let (tc, td) = (run.tc.as_secs_f64(), run.td.as_secs_f64());
+            rows.push(Measurement::new(
+                &file.name,
+                info.name,
+                file.page_count(),
+                run.compressed,
+                run.raw,
+                tc,
+                td,
+            ));
+            if i < memory_files {
+                total = (
+                    total.0 + file.page_count(),
+                    total.1 + run.compressed,
+                    total.2 + run.raw,
+                    total.3 + tc,
+                    total.4 + td,
+                );
+            }
+        }
+        rows.push(Measurement::new(
+            "all", info.name, total.0, total.1, total.2, total.3, total.4,
+        ));
+    }
+    progress.finish_and_clear();
+    Ok(rows)
+}
+
+/// Runs the benchmark and prints the report: per-file rows, then a summary
+/// of every codec over all files.
+pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
+    let mut rows = measure_all(opts)?;
+    // Group the summary rows at the end for reading.
+    rows.sort_by_key(|r| r.file == "all");
+    report::print(&rows, format)
+}
