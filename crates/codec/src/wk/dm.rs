@@ -1,17 +1,63 @@
 //! WKdm: the WK model with a 16-word direct-mapped dictionary.
 //!
-//! The modelling loop is branch-free: every word computes its tag with
-//! compares, writes a candidate entry to every segment and advances each
-//! segment's count by 0 or 1. Real pages mix tags unpredictably, so a
-//! branch per word would mispredict about every other word; here the only
-//! loop-carried dependence is through the 16-entry dictionary.
+//! # How it is made fast
+//!
+//! A direct-mapped dictionary has one property that matters: the entry a
+//! word is compared with is simply the last earlier non-zero word with the
+//! same hash. So the modelling splits into passes, only one of them serial:
+//!
+//! 1. hash every word to its slot (zero words go to a 17th "sink" slot that
+//!    is never read, so no later pass needs a branch for them);
+//! 2. serially, record each word's candidate `dict[slot]` and store the word
+//!    there: two loads and two stores a word, no data-dependent branch;
+//! 3. classify every word against its candidate, pack the 2-bit tags and
+//!    compact the indices, low bits and missed words into their segments.
+//!
+//! Decompression mirrors it: a vector pass expands the segments into
+//! per-word (load slot, store slot, value, mask), then a serial pass
+//! computes `w = (dict[load] & mask) | value` and stores `w` to
+//! `dict[store]`. Exact matches leave the dictionary as it was, so they
+//! store to the sink, and misses and zeros load from a slot that is never
+//! written: a word then waits for an earlier word's store only when it
+//! reads a slot that a recent miss or partial match wrote, which keeps the
+//! serial pass from becoming one long chain of store-to-load forwarding.
+//!
+//! Passes 1 and 3 and the expansion run eight words at a time with AVX2
+//! when the processor has it (chosen at run time, see [`super::avx2`]);
+//! the scalar versions here run elsewhere, and for the last words of a
+//! block that is not a multiple of eight words. Both produce the same bytes.
+//! Pages are modelled 256 words at a time so a page that will not fit the
+//! budget is abandoned early.
 
-use super::{compress_same, decompress_same, hash_upper, Segments, EXACT, LOW_MASK, MISS, PARTIAL};
+use super::{compress_same, decompress_same, hash_upper, Segments, LOW_MASK, MISS, PARTIAL};
 use crate::{valid_block_len, Codec, CompressError, DecodeError};
+
+/// Slot for zero words (and, when decoding, exact matches): written, never read.
+pub(crate) const SINK: u32 = 16;
+/// Slot that decoding misses and zero words load from: never written, always 0.
+pub(crate) const ZERO_SLOT: u32 = 17;
+/// Words modelled between two early-exit checks.
+const CHUNK: usize = 256;
+
+/// Dictionary slot of a word (0..16), or the sink for zero.
+#[inline(always)]
+pub(crate) fn slot(w: u32) -> u32 {
+    if w == 0 {
+        SINK
+    } else {
+        hash_upper(w) >> 28
+    }
+}
 
 /// WKdm codec (paper 000, §2.3). See the [module docs](super) for the format.
 pub struct WkDm {
-    seg: Segments,
+    pub(crate) seg: Segments,
+    /// Per-word scratch: slots and candidates (compress), or load and store
+    /// slots (`load | store << 8`), values and masks (decompress).
+    pub(crate) lane_a: Box<[u32]>,
+    pub(crate) lane_b: Box<[u32]>,
+    pub(crate) lane_c: Box<[u32]>,
+    avx2: bool,
 }
 
 impl Default for WkDm {
@@ -21,17 +67,122 @@ impl Default for WkDm {
 }
 
 impl WkDm {
-    /// Makes a WKdm codec with working memory for the largest block.
+    /// Makes a WKdm codec with working memory for the largest block, using
+    /// AVX2 if this processor has it.
     pub fn new() -> Self {
+        Self::with_simd(super::avx2::available())
+    }
+
+    /// Makes a WKdm codec that uses AVX2 only if `simd` is true and the
+    /// processor has it (the scalar path exists for other machines and for
+    /// checking that both produce the same bytes).
+    pub fn with_simd(simd: bool) -> Self {
+        let lane = || vec![0u32; crate::MAX_BLOCK / 4 + 8].into_boxed_slice();
         WkDm {
             seg: Segments::new(),
+            lane_a: lane(),
+            lane_b: lane(),
+            lane_c: lane(),
+            avx2: simd && super::avx2::available(),
         }
     }
 }
 
+/// Pass 1, scalar: slots of words `from..to`.
+fn hash_scalar(block: &[u8], slots: &mut [u32], from: usize, to: usize) {
+    for (s, c) in slots[from..to]
+        .iter_mut()
+        .zip(block[from * 4..to * 4].chunks_exact(4))
+    {
+        *s = slot(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    }
+}
+
+/// Pass 2: each word's candidate, updating the dictionary.
 #[inline(always)]
-fn slot(w: u32) -> usize {
-    (hash_upper(w) >> 28) as usize
+fn candidates(
+    block: &[u8],
+    slots: &[u32],
+    prev: &mut [u32],
+    dict: &mut [u32; 32],
+    from: usize,
+    to: usize,
+) {
+    let words = block[from * 4..to * 4].chunks_exact(4);
+    for ((&h, p), c) in slots[from..to]
+        .iter()
+        .zip(prev[from..to].iter_mut())
+        .zip(words)
+    {
+        let h = (h & 31) as usize;
+        *p = dict[h];
+        dict[h] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+
+/// Pass 3, scalar: classifies words `from..to` (`from` a multiple of 8),
+/// writing tags and appending to the segments.
+fn classify_scalar(
+    block: &[u8],
+    slots: &[u32],
+    prev: &[u32],
+    seg: &mut Segments,
+    from: usize,
+    to: usize,
+) {
+    let (mut ni, mut nl, mut nf) = (seg.n_idx, seg.n_low, seg.n_full);
+    let mut i = from;
+    while i < to {
+        let end = (i + 8).min(to);
+        let mut tags = 0u16;
+        for j in i..end {
+            let c = &block[j * 4..j * 4 + 4];
+            let w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            let d = prev[j];
+            let nonzero = w != 0;
+            let exact = w == d;
+            let partial = (w ^ d) >> 10 == 0;
+            let tag = nonzero as u32 * (MISS + partial as u32 + exact as u32);
+            tags |= (tag as u16) << (2 * (j - i));
+            seg.idx[ni] = slots[j] as u8;
+            ni += (nonzero & partial) as usize;
+            seg.low[nl] = w & LOW_MASK;
+            nl += (nonzero & partial & !exact) as usize;
+            seg.full[nf] = w;
+            nf += (nonzero & !partial) as usize;
+        }
+        seg.tags[i / 4..i / 4 + 2].copy_from_slice(&tags.to_le_bytes());
+        i = end;
+    }
+    (seg.n_idx, seg.n_low, seg.n_full) = (ni, nl, nf);
+}
+
+/// Expansion, scalar: per-word slots, value and mask for words `from..to`.
+fn expand_scalar(
+    tags: &[u8],
+    seg: &Segments,
+    counts: &mut [usize; 3],
+    lanes: [&mut [u32]; 3],
+    from: usize,
+    to: usize,
+) {
+    let [ni, nl, nf] = counts;
+    let [slots, values, masks] = lanes;
+    for i in from..to {
+        let t = (tags[i >> 2] >> ((i & 3) * 2)) as u32 & 3;
+        let f = seg.full[*nf];
+        let x = seg.idx[*ni] as u32;
+        let (h, v, m) = match t {
+            0 => (ZERO_SLOT | SINK << 8, 0, 0),
+            MISS => (ZERO_SLOT | slot(f) << 8, f, 0),
+            PARTIAL => (x | x << 8, seg.low[*nl], !LOW_MASK),
+            _ => (x | SINK << 8, 0, !0),
+        };
+        *nf += (t == MISS) as usize;
+        *nl += (t == PARTIAL) as usize;
+        *ni += (t >= PARTIAL) as usize;
+        (slots[i], values[i], masks[i]) = (h, v, m);
+    }
 }
 
 impl Codec for WkDm {
@@ -48,42 +199,33 @@ impl Codec for WkDm {
         }
         let words = block.len() / 4;
         let budget = out.len();
+        let (slots, prev) = (&mut self.lane_a[..], &mut self.lane_b[..]);
         let seg = &mut self.seg;
-        let (idx, low, full) = (&mut seg.idx[..], &mut seg.low[..], &mut seg.full[..]);
-        let mut dict = [0u32; 16];
-        let (mut ni, mut nl, mut nf) = (0usize, 0usize, 0usize);
-        let mut tag_acc = 0u64;
-        for (i, c) in block.chunks_exact(4).enumerate() {
-            let w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            let h = slot(w);
-            let d = dict[h];
-            let nonzero = w != 0;
-            let exact = w == d;
-            let partial = (w ^ d) >> 10 == 0;
-            let tag = nonzero as u32 * (MISS + partial as u32 + exact as u32);
-            idx[ni] = h as u8;
-            ni += (nonzero & partial) as usize;
-            low[nl] = (w & LOW_MASK) as u16;
-            nl += (nonzero & partial & !exact) as usize;
-            full[nf] = w;
-            nf += (nonzero & !partial) as usize;
-            dict[h] = if nonzero { w } else { d };
-            tag_acc |= (tag as u64) << (2 * (i & 31));
-            if i & 31 == 31 {
-                seg.tags[i / 32 * 8..i / 32 * 8 + 8].copy_from_slice(&tag_acc.to_le_bytes());
-                tag_acc = 0;
-                if Segments::lower_bound(words, ni, nl, nf) > budget {
-                    return Err(CompressError::DoesNotFit { budget });
-                }
+        (seg.n_idx, seg.n_low, seg.n_full) = (0, 0, 0);
+        let mut dict = [0u32; 32];
+        for from in (0..words).step_by(CHUNK) {
+            let to = (from + CHUNK).min(words);
+            let vec_to = if self.avx2 {
+                from + (to - from) / 8 * 8
+            } else {
+                from
+            };
+            if vec_to > from {
+                // SAFETY: AVX2 is present (checked when the codec was made);
+                // the ranges are within the block and the scratch arrays.
+                unsafe { super::avx2::hash(block, slots, from, vec_to) };
+            }
+            hash_scalar(block, slots, vec_to, to);
+            candidates(block, slots, prev, &mut dict, from, to);
+            if vec_to > from {
+                // SAFETY: as above; segment arrays have 8 entries of slack.
+                unsafe { super::avx2::classify(block, slots, prev, seg, from, vec_to) };
+            }
+            classify_scalar(block, slots, prev, seg, vec_to, to);
+            if Segments::lower_bound(words, seg.n_idx, seg.n_low, seg.n_full) > budget {
+                return Err(CompressError::DoesNotFit { budget });
             }
         }
-        if !words.is_multiple_of(32) {
-            let at = words / 32 * 8;
-            seg.tags[at..at + 8].copy_from_slice(&tag_acc.to_le_bytes());
-        }
-        seg.n_idx = ni;
-        seg.n_low = nl;
-        seg.n_full = nf;
         seg.pack(words, out)
     }
 
@@ -93,30 +235,63 @@ impl Codec for WkDm {
         }
         let words = block.len() / 4;
         let tags = self.seg.unpack(input, words)?;
-        let seg = &self.seg;
-        let (idx, low, full) = (&seg.idx[..], &seg.low[..], &seg.full[..]);
-        let mut dict = [0u32; 16];
-        let (mut ni, mut nl, mut nf) = (0usize, 0usize, 0usize);
-        for (i, out) in block.chunks_exact_mut(4).enumerate() {
-            let t = (tags[i >> 2] >> ((i & 3) * 2)) as u32 & 3;
-            let f = full[nf];
-            let l = low[nl] as u32;
-            let is_miss = t == MISS;
-            let h = if is_miss { slot(f) } else { idx[ni] as usize };
-            let d = dict[h];
-            // Select without branches: masks pick the word's source by tag.
-            let m_full = 0u32.wrapping_sub(is_miss as u32);
-            let m_low = 0u32.wrapping_sub((t == PARTIAL) as u32) & LOW_MASK;
-            let m_dict = 0u32.wrapping_sub((t >= PARTIAL) as u32) & !m_low;
-            let w = (f & m_full) | (l & m_low) | (d & m_dict);
-            dict[h] = if t != 0 { w } else { d };
-            nf += is_miss as usize;
-            nl += (t == PARTIAL) as usize;
-            ni += (t >= PARTIAL) as usize;
+        let mut counts = [0usize; 3];
+        let vec_to = if self.avx2 { words / 8 * 8 } else { 0 };
+        if vec_to > 0 {
+            // SAFETY: AVX2 is present; unpack validated the counts against
+            // the tags, and segment arrays have 8 entries of slack.
+            unsafe {
+                super::avx2::expand(
+                    tags,
+                    &self.seg,
+                    &mut counts,
+                    &mut self.lane_a,
+                    &mut self.lane_b,
+                    &mut self.lane_c,
+                    vec_to,
+                )
+            };
+        }
+        let lanes = [
+            &mut self.lane_a[..],
+            &mut self.lane_b[..],
+            &mut self.lane_c[..],
+        ];
+        expand_scalar(tags, &self.seg, &mut counts, lanes, vec_to, words);
+        let mut dict = [0u32; 32];
+        let lanes = self
+            .lane_a
+            .iter()
+            .zip(self.lane_b.iter())
+            .zip(self.lane_c.iter());
+        for (out, ((&h, &v), &m)) in block.chunks_exact_mut(4).zip(lanes) {
+            let w = (dict[(h & 31) as usize] & m) | v;
+            dict[(h >> 8 & 31) as usize] = w;
             out.copy_from_slice(&w.to_le_bytes());
         }
-        debug_assert!(ni == seg.n_idx && nl == seg.n_low && nf == seg.n_full);
-        let _ = EXACT;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX2 and scalar paths write the same bytes for every page.
+    #[test]
+    fn simd_and_scalar_agree_on_the_corpus() {
+        let files = ccvm_corpus::load_dir(ccvm_corpus::default_dir()).unwrap();
+        let (mut simd, mut scalar) = (WkDm::with_simd(true), WkDm::with_simd(false));
+        let (mut a, mut b) = (vec![0u8; 8192], vec![0u8; 8192]);
+        let mut back = vec![0u8; 4096];
+        for page in files.iter().flat_map(|f| f.pages()) {
+            let n = simd.compress(page, &mut a).unwrap();
+            let m = scalar.compress(page, &mut b).unwrap();
+            assert_eq!(a[..n], b[..m]);
+            scalar.decompress(&a[..n], &mut back).unwrap();
+            assert_eq!(back, page);
+            simd.decompress(&a[..n], &mut back).unwrap();
+            assert_eq!(back, page);
+        }
     }
 }

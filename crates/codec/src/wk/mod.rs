@@ -30,6 +30,7 @@
 //!   match partially from the first word on.
 //! * Padding bits and fields must be zero, so every block has one encoding.
 
+mod avx2;
 mod dm;
 mod x4;
 
@@ -47,9 +48,9 @@ pub(crate) const LOW_MASK: u32 = 0x3FF;
 const FORMAT_SEGMENTS: u8 = 0;
 const FORMAT_SAME: u8 = 1;
 const MAX_WORDS: usize = MAX_BLOCK / 4;
-/// Scratch entries beyond the largest count, so that decoders may read one
-/// element past the last one without a branch.
-const SLACK: usize = 4;
+/// Scratch entries beyond the largest count, so that vector passes may load
+/// and store eight entries at any count without a bounds check.
+const SLACK: usize = 8;
 
 /// Multiplicative hash of a word's upper 22 bits: words that can match
 /// partially always land in the same dictionary set.
@@ -66,7 +67,7 @@ pub(crate) struct Segments {
     /// One dictionary index per byte.
     pub(crate) idx: Box<[u8]>,
     /// One 10-bit low field per entry.
-    pub(crate) low: Box<[u16]>,
+    pub(crate) low: Box<[u32]>,
     /// One missed word per entry.
     pub(crate) full: Box<[u32]>,
     pub(crate) n_idx: usize,
@@ -77,7 +78,7 @@ pub(crate) struct Segments {
 impl Segments {
     pub(crate) fn new() -> Self {
         Segments {
-            tags: vec![0; MAX_WORDS / 4 + 8].into_boxed_slice(),
+            tags: vec![0; MAX_WORDS / 4 + SLACK].into_boxed_slice(),
             idx: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
             low: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
             full: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
@@ -115,7 +116,7 @@ impl Segments {
         self.low[self.n_low] = 0;
         self.low[self.n_low + 1] = 0;
         for (o, t) in low_out.chunks_exact_mut(4).zip(self.low.chunks_exact(3)) {
-            let v = t[0] as u32 | (t[1] as u32) << 10 | (t[2] as u32) << 20;
+            let v = t[0] | t[1] << 10 | t[2] << 20;
             o.copy_from_slice(&v.to_le_bytes());
         }
         for (o, w) in full_out.chunks_exact_mut(4).zip(self.full.iter()) {
@@ -181,9 +182,9 @@ impl Segments {
             if v >> 30 != 0 {
                 return Err(DecodeError::Corrupt("low-bits word has its top bits set"));
             }
-            t[0] = (v & LOW_MASK) as u16;
-            t[1] = (v >> 10 & LOW_MASK) as u16;
-            t[2] = (v >> 20 & LOW_MASK) as u16;
+            t[0] = v & LOW_MASK;
+            t[1] = v >> 10 & LOW_MASK;
+            t[2] = v >> 20 & LOW_MASK;
         }
         if self.low[self.n_low..low_words * 3].iter().any(|&l| l != 0) {
             return Err(DecodeError::Corrupt("low-bits padding is not zero"));

@@ -76,7 +76,7 @@ impl Codec for Wk4x4 {
                 } else if let Some(way) = set.iter().position(|&d| (d ^ w) >> 10 == 0) {
                     seg.idx[ni] = (s * 4 + way) as u8;
                     ni += 1;
-                    seg.low[nl] = (w & LOW_MASK) as u16;
+                    seg.low[nl] = w & LOW_MASK;
                     nl += 1;
                     touch(set, way, w);
                     PARTIAL
@@ -131,7 +131,7 @@ impl Codec for Wk4x4 {
                     let (set, way) = (&mut dict[x >> 2], x & 3);
                     let w = if t == PARTIAL {
                         nl += 1;
-                        (set[way] & !LOW_MASK) | seg.low[nl - 1] as u32
+                        (set[way] & !LOW_MASK) | seg.low[nl - 1]
                     } else {
                         set[way]
                     };
