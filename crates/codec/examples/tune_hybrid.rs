@@ -55,12 +55,14 @@ fn main() {
     let pages: Vec<u8> = files.iter().flat_map(|f| f.data.iter().copied()).collect();
     let (lr, ls) = measure(&mut Lz4::new(), &pages);
     println!("lz4: ratio {lr:.3}, symmetric {ls:.0} MB/s");
-    for t in [0, 1024, 1536, 2048, 2304, 2560, 2816, 3072, 3584, 4096] {
-        let (r, s) = measure(&mut Hybrid::with_threshold(t), &pages);
-        println!(
-            "threshold {t:>4}: ratio {r:.3} ({:+.1}% vs lz4), symmetric {s:.0} MB/s ({:.2}x lz4)",
-            (r / lr - 1.0) * 100.0,
-            s / ls
-        );
+    for keep in [1024, 1280, 1408, 1536, 1792, 2048] {
+        for abort in [keep, keep + 256, keep + 512, 4096] {
+            let (r, s) = measure(&mut Hybrid::with_thresholds(keep, abort), &pages);
+            println!(
+                "keep {keep:>4} abort {abort:>4}: ratio {r:.3} ({:+.1}% vs lz4), symmetric {s:.0} MB/s ({:.2}x lz4)",
+                (r / lr - 1.0) * 100.0,
+                s / ls
+            );
+        }
     }
 }

@@ -13,22 +13,32 @@
 //! byte 0   0 = a WKdm block follows, 1 = an LZ4 block follows
 //! ```
 //!
-//! The threshold is a share of the block size: `threshold_per_4k` bytes per
-//! 4096. Its default was tuned on the project corpus with `ccvm bench
-//! codecs` (see the README's results).
+//! The rule has two thresholds, in bytes of WKdm output per 4096 bytes of
+//! block: at or below *keep* WKdm's output is kept; above *abort* (judged
+//! from the words modelled so far, so WKdm stops early) the block goes to
+//! LZ4 alone; in between both run and the smaller wins. The defaults were
+//! chosen on the project corpus with the `tune_hybrid` and `page_features`
+//! examples of this crate: LZ4 beats WKdm on about two pages in three there,
+//! so a hybrid can only match LZ4's ratio by sending most pages to LZ4, and
+//! what it saves is WKdm's speed on the third that WKdm does well.
 
 use crate::baseline::{lz4_compress, lz4_decompress};
 use crate::wk::WkDm;
 use crate::{valid_block_len, Codec, CompressError, DecodeError, MAX_BLOCK, PAGE_SIZE};
 
-/// Default threshold: WKdm outputs above this many bytes per 4 KiB also try LZ4.
-pub const DEFAULT_THRESHOLD: usize = 1024;
+/// Default keep threshold: WKdm outputs up to this many bytes per 4 KiB are kept.
+pub const DEFAULT_KEEP: usize = 1408;
+/// Default abort threshold: when WKdm's output, extrapolated from the words
+/// modelled so far, exceeds this many bytes per 4 KiB, WKdm stops and the
+/// page goes to LZ4 alone.
+pub const DEFAULT_ABORT: usize = 1920;
 
 /// Hybrid WKdm/LZ4 codec. See the [module docs](self).
 pub struct Hybrid {
     wk: WkDm,
     scratch: Box<[u8]>,
-    threshold_per_4k: usize,
+    keep_per_4k: usize,
+    abort_per_4k: usize,
 }
 
 impl Default for Hybrid {
@@ -38,28 +48,32 @@ impl Default for Hybrid {
 }
 
 impl Hybrid {
-    /// A hybrid with the [`DEFAULT_THRESHOLD`].
+    /// A hybrid with the default thresholds ([`DEFAULT_KEEP`], [`DEFAULT_ABORT`]).
     pub fn new() -> Self {
-        Self::with_threshold(DEFAULT_THRESHOLD)
+        Self::with_thresholds(DEFAULT_KEEP, DEFAULT_ABORT)
     }
 
-    /// A hybrid that tries LZ4 when WKdm's output exceeds
-    /// `threshold_per_4k` bytes per 4096 bytes of block.
+    /// A hybrid that keeps WKdm's output up to `keep_per_4k` bytes per 4096
+    /// bytes of block, tries LZ4 too (keeping the smaller) above that, and
+    /// abandons WKdm for LZ4 alone when WKdm's projected output exceeds
+    /// `abort_per_4k`.
     ///
     /// ```
     /// use ccvm_codec::{hybrid::Hybrid, Codec};
     /// let text = b"the quick brown fox jumps over the lazy dog. ".repeat(92);
     /// let page = &text[..4096];
     /// let mut out = [0u8; 4096];
-    /// let n = Hybrid::with_threshold(0).compress(page, &mut out).unwrap();
+    /// let n = Hybrid::with_thresholds(0, 0).compress(page, &mut out).unwrap();
     /// assert_eq!(out[0], 1, "text is LZ4's kind of data");
     /// assert!(n < 300);
     /// ```
-    pub fn with_threshold(threshold_per_4k: usize) -> Self {
+    pub fn with_thresholds(keep_per_4k: usize, abort_per_4k: usize) -> Self {
         Hybrid {
             wk: WkDm::new(),
-            scratch: vec![0; MAX_BLOCK].into_boxed_slice(),
-            threshold_per_4k,
+            // LZ4 may expand incompressible data by up to n/255 + 16 bytes.
+            scratch: vec![0; MAX_BLOCK + MAX_BLOCK / 255 + 16].into_boxed_slice(),
+            keep_per_4k,
+            abort_per_4k: abort_per_4k.max(keep_per_4k),
         }
     }
 }
@@ -77,9 +91,12 @@ impl Codec for Hybrid {
         let (head, body) = out
             .split_first_mut()
             .ok_or(CompressError::DoesNotFit { budget })?;
-        let wk = self.wk.compress(block, body).ok();
-        let threshold = self.threshold_per_4k * block.len() / PAGE_SIZE;
-        if let Some(n) = wk.filter(|&n| n <= threshold) {
+        let scale = |per_4k: usize| per_4k * block.len() / PAGE_SIZE;
+        let wk = self
+            .wk
+            .compress_projected(block, body, scale(self.abort_per_4k))
+            .ok();
+        if let Some(n) = wk.filter(|&n| n <= scale(self.keep_per_4k)) {
             *head = 0;
             return Ok(1 + n);
         }

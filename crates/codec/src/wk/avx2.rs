@@ -113,7 +113,7 @@ unsafe fn perm(m: usize, table: &[[u32; 8]; 256]) -> __m256i {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn hash(block: &[u8], slots_out: &mut [u32], from: usize, to: usize) {
-    debug_assert!(to * 4 <= block.len() && to <= slots_out.len() && (to - from) % 8 == 0);
+    debug_assert!(to * 4 <= block.len() && to <= slots_out.len() && (to - from).is_multiple_of(8));
     let mut i = from;
     while i < to {
         let w = _mm256_loadu_si256(block.as_ptr().add(i * 4) as *const __m256i);
@@ -140,7 +140,7 @@ pub(crate) unsafe fn classify(
     to: usize,
 ) {
     debug_assert!(
-        to * 4 <= block.len() && to <= prev.len() && to <= slots_in.len() && from % 8 == 0
+        to * 4 <= block.len() && to <= prev.len() && to <= slots_in.len() && from.is_multiple_of(8)
     );
     let (mut ni, mut nl, mut nf) = (seg.n_idx, seg.n_low, seg.n_full);
     debug_assert!(seg.full.len() >= nf + (to - from) + 8);

@@ -185,12 +185,16 @@ fn expand_scalar(
     }
 }
 
-impl Codec for WkDm {
-    fn name(&self) -> &'static str {
-        "wkdm"
-    }
-
-    fn compress(&mut self, block: &[u8], out: &mut [u8]) -> Result<usize, CompressError> {
+impl WkDm {
+    /// Like [`Codec::compress`], but also gives up, after each 256 words, when
+    /// the output extrapolated from the words so far exceeds `projected_limit`
+    /// bytes: the hybrid codec's cheap test that a page is LZ4's kind.
+    pub(crate) fn compress_projected(
+        &mut self,
+        block: &[u8],
+        out: &mut [u8],
+        projected_limit: usize,
+    ) -> Result<usize, CompressError> {
         if !valid_block_len(block.len()) {
             return Err(CompressError::BlockSize(block.len()));
         }
@@ -222,11 +226,23 @@ impl Codec for WkDm {
                 unsafe { super::avx2::classify(block, slots, prev, seg, from, vec_to) };
             }
             classify_scalar(block, slots, prev, seg, vec_to, to);
-            if Segments::lower_bound(words, seg.n_idx, seg.n_low, seg.n_full) > budget {
+            let bound = Segments::lower_bound(words, seg.n_idx, seg.n_low, seg.n_full);
+            let variable = bound - Segments::lower_bound(words, 0, 0, 0);
+            if bound > budget || (bound + variable * (words - to) / to) > projected_limit {
                 return Err(CompressError::DoesNotFit { budget });
             }
         }
         seg.pack(words, out)
+    }
+}
+
+impl Codec for WkDm {
+    fn name(&self) -> &'static str {
+        "wkdm"
+    }
+
+    fn compress(&mut self, block: &[u8], out: &mut [u8]) -> Result<usize, CompressError> {
+        self.compress_projected(block, out, usize::MAX)
     }
 
     fn decompress(&mut self, input: &[u8], block: &mut [u8]) -> Result<(), DecodeError> {
