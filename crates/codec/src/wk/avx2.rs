@@ -13,11 +13,12 @@ use std::arch::x86_64::*;
 use super::dm::{SINK, ZERO_SLOT};
 use super::{Segments, LOW_MASK};
 
-/// Whether this processor runs the AVX2 paths.
+/// Whether this processor runs the AVX2 paths (which also use POPCNT,
+/// present on every AVX2 processor).
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::is_x86_feature_detected!("avx2")
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("popcnt")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -111,7 +112,7 @@ unsafe fn perm(m: usize, table: &[[u32; 8]; 256]) -> __m256i {
 ///
 /// AVX2 must be available; `to * 4 <= block.len()` and `to <= slots.len()`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 pub(crate) unsafe fn hash(block: &[u8], slots_out: &mut [u32], from: usize, to: usize) {
     debug_assert!(to * 4 <= block.len() && to <= slots_out.len() && (to - from).is_multiple_of(8));
     let mut i = from;
@@ -130,7 +131,7 @@ pub(crate) unsafe fn hash(block: &[u8], slots_out: &mut [u32], from: usize, to: 
 /// AVX2 must be available; the ranges lie within `block`, `slots` and
 /// `prev`; the segment arrays have 8 entries of slack past `to` entries.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 pub(crate) unsafe fn classify(
     block: &[u8],
     slots_in: &[u32],
@@ -201,7 +202,7 @@ pub(crate) unsafe fn classify(
 /// checks) and the segment arrays have 8 entries of slack; the lane arrays
 /// hold `to` entries.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 pub(crate) unsafe fn expand(
     tags: &[u8],
     seg: &Segments,
@@ -267,6 +268,75 @@ pub(crate) unsafe fn expand(
     *counts = [ni, nl, nf];
 }
 
+/// Packs index bytes (each below 16) two to a byte, first in the low
+/// nibble: `dst[j] = src[2j] | src[2j + 1] << 4` for every `j` of `dst`,
+/// 16 output bytes at a time, the rest left to the caller.
+/// Returns how many output bytes were written.
+///
+/// # Safety
+///
+/// AVX2 must be available; `src.len() >= 2 * dst.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+pub(crate) unsafe fn pack_nibbles(src: &[u8], dst: &mut [u8]) -> usize {
+    debug_assert!(src.len() >= 2 * dst.len());
+    let weights = _mm256_set1_epi16(0x1001); // bytes 1 and 16: lo + 16 * hi
+    let mut j = 0;
+    while j + 16 <= dst.len() {
+        let v = _mm256_loadu_si256(src.as_ptr().add(2 * j) as *const __m256i);
+        let pairs = _mm256_maddubs_epi16(v, weights);
+        let packed = _mm256_packus_epi16(pairs, pairs);
+        let packed = _mm256_permute4x64_epi64(packed, 0b1000);
+        _mm_storeu_si128(
+            dst.as_mut_ptr().add(j) as *mut __m128i,
+            _mm256_castsi256_si128(packed),
+        );
+        j += 16;
+    }
+    j
+}
+
+/// Unpacks nibbles two to a byte: `dst[2j] = src[j] & 15`,
+/// `dst[2j + 1] = src[j] >> 4`, 16 input bytes at a time, the rest left to
+/// the caller. Returns how many input bytes were unpacked.
+///
+/// # Safety
+///
+/// AVX2 must be available; `dst.len() >= 2 * src.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+pub(crate) unsafe fn unpack_nibbles(src: &[u8], dst: &mut [u8]) -> usize {
+    debug_assert!(dst.len() >= 2 * src.len());
+    let low4 = _mm_set1_epi8(15);
+    let mut j = 0;
+    while j + 16 <= src.len() {
+        let v = _mm_loadu_si128(src.as_ptr().add(j) as *const __m128i);
+        let lo = _mm_and_si128(v, low4);
+        let hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+        _mm_storeu_si128(
+            dst.as_mut_ptr().add(2 * j) as *mut __m128i,
+            _mm_unpacklo_epi8(lo, hi),
+        );
+        _mm_storeu_si128(
+            dst.as_mut_ptr().add(2 * j + 16) as *mut __m128i,
+            _mm_unpackhi_epi8(lo, hi),
+        );
+        j += 16;
+    }
+    j
+}
+
+/// [`super::count_tags`] compiled with the POPCNT instruction.
+///
+/// # Safety
+///
+/// AVX2 and POPCNT must be available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+pub(crate) unsafe fn count_tags(tags: &[u8]) -> [u32; 3] {
+    super::count_tags(tags)
+}
+
 /// Stand-ins for other architectures: never called, as [`available`] is false.
 #[cfg(not(target_arch = "x86_64"))]
 pub(crate) unsafe fn hash(_: &[u8], _: &mut [u32], _: usize, _: usize) {
@@ -282,6 +352,21 @@ pub(crate) unsafe fn classify(
     _: usize,
     _: usize,
 ) {
+    unreachable!("no AVX2 on this architecture")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) unsafe fn count_tags(_: &[u8]) -> [u32; 3] {
+    unreachable!("no AVX2 on this architecture")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) unsafe fn pack_nibbles(_: &[u8], _: &mut [u8]) -> usize {
+    unreachable!("no AVX2 on this architecture")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) unsafe fn unpack_nibbles(_: &[u8], _: &mut [u8]) -> usize {
     unreachable!("no AVX2 on this architecture")
 }
 

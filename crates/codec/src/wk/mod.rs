@@ -109,7 +109,16 @@ impl Segments {
         tags_out.copy_from_slice(&self.tags[..tag_bytes]);
         let (idx_out, rest) = rest.split_at_mut(idx_bytes);
         self.idx[self.n_idx] = 0;
-        for (o, pair) in idx_out.iter_mut().zip(self.idx.chunks_exact(2)) {
+        let done = if avx2::available() {
+            // SAFETY: AVX2 is present; idx holds 2 * idx_bytes entries.
+            unsafe { avx2::pack_nibbles(&self.idx, idx_out) }
+        } else {
+            0
+        };
+        for (o, pair) in idx_out[done..]
+            .iter_mut()
+            .zip(self.idx[2 * done..].chunks_exact(2))
+        {
             *o = pair[0] | pair[1] << 4;
         }
         let (low_out, full_out) = rest.split_at_mut(4 * low_words);
@@ -138,22 +147,12 @@ impl Segments {
         if !words.is_multiple_of(4) && tags[tag_bytes - 1] >> (2 * (words % 4)) != 0 {
             return Err(DecodeError::Corrupt("tag padding is not zero"));
         }
-        let (mut n_exact, mut n_partial, mut n_miss) = (0u32, 0u32, 0u32);
-        let mut chunks = tags.chunks_exact(8);
-        let mut count = |x: u64| {
-            let lo = x & 0x5555_5555_5555_5555;
-            let hi = (x >> 1) & 0x5555_5555_5555_5555;
-            n_exact += (lo & hi).count_ones();
-            n_partial += (hi & !lo).count_ones();
-            n_miss += (lo & !hi).count_ones();
+        let [n_exact, n_partial, n_miss] = if avx2::available() {
+            // SAFETY: AVX2 and POPCNT are present.
+            unsafe { avx2::count_tags(tags) }
+        } else {
+            count_tags(tags)
         };
-        for c in &mut chunks {
-            count(u64::from_le_bytes(c.try_into().unwrap()));
-        }
-        let mut last = [0u8; 8];
-        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        count(u64::from_le_bytes(last));
-
         self.n_idx = (n_exact + n_partial) as usize;
         self.n_low = n_partial as usize;
         self.n_full = n_miss as usize;
@@ -168,7 +167,16 @@ impl Segments {
         }
         let rest = &input[1 + tag_bytes..];
         let (idx_in, rest) = rest.split_at(idx_bytes);
-        for (pair, &b) in self.idx.chunks_exact_mut(2).zip(idx_in) {
+        let done = if avx2::available() {
+            // SAFETY: AVX2 is present; idx has room for 2 * idx_bytes entries.
+            unsafe { avx2::unpack_nibbles(idx_in, &mut self.idx) }
+        } else {
+            0
+        };
+        for (pair, &b) in self.idx[2 * done..]
+            .chunks_exact_mut(2)
+            .zip(&idx_in[done..])
+        {
             pair[0] = b & 15;
             pair[1] = b >> 4;
         }
@@ -196,6 +204,28 @@ impl Segments {
         self.full[self.n_full] = 0;
         Ok(tags)
     }
+}
+
+/// Counts the exact (3), partial (2) and miss (1) tags of packed tags.
+#[inline(always)]
+pub(crate) fn count_tags(tags: &[u8]) -> [u32; 3] {
+    let (mut n_exact, mut n_partial, mut n_miss) = (0u32, 0u32, 0u32);
+    let mut count = |x: u64| {
+        let lo = x & 0x5555_5555_5555_5555;
+        let hi = (x >> 1) & 0x5555_5555_5555_5555;
+        let exact = (lo & hi).count_ones();
+        n_exact += exact;
+        n_partial += hi.count_ones() - exact;
+        n_miss += lo.count_ones() - exact;
+    };
+    let mut chunks = tags.chunks_exact(8);
+    for c in &mut chunks {
+        count(u64::from_le_bytes(c.try_into().unwrap()));
+    }
+    let mut last = [0u8; 8];
+    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    count(u64::from_le_bytes(last));
+    [n_exact, n_partial, n_miss]
 }
 
 /// Writes the same-filled form if `block` is one word repeated.
