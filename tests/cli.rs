@@ -1,0 +1,105 @@
+//! The `ccvm` command line: bad input gives one clear line and a failing
+//! exit status; good input gives well-formed reports.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn ccvm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ccvm"))
+        .args(args)
+        .output()
+        .expect("run ccvm")
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ccvm-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Asserts a failure with exactly one line on stderr containing every `needle`.
+fn fails_with_one_line(out: &Output, needles: &[&str]) {
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in {err:?}");
+    }
+}
+
+#[test]
+fn bad_corpus_folders_and_files_give_one_line() {
+    let missing = std::env::temp_dir().join("ccvm-no-such-folder");
+    fails_with_one_line(
+        &ccvm(&["bench", "codecs", "--corpus", missing.to_str().unwrap()]),
+        &["ccvm-no-such-folder", "does not exist"],
+    );
+    let empty = scratch_dir("empty");
+    fails_with_one_line(
+        &ccvm(&["bench", "codecs", "--corpus", empty.to_str().unwrap()]),
+        &["has no page files"],
+    );
+    let odd = scratch_dir("odd");
+    std::fs::write(odd.join("short.bin"), vec![7u8; 5000]).unwrap();
+    fails_with_one_line(
+        &ccvm(&["bench", "codecs", "--corpus", odd.to_str().unwrap()]),
+        &["short.bin", "5000 bytes is not a multiple of 4096"],
+    );
+    for d in [empty, odd] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
+fn unknown_codec_lists_the_known_ones() {
+    fails_with_one_line(
+        &ccvm(&["bench", "codecs", "--codec", "gzip"]),
+        &["unknown codec 'gzip'", "wkdm", "lz4"],
+    );
+}
+
+#[test]
+fn bench_reports_json_and_csv_on_any_page_folder() {
+    let dir = scratch_dir("pages");
+    // Two pages of real-shaped data: small integers, and text.
+    let ints: Vec<u8> = (0..1024u32).flat_map(|i| (i % 300).to_le_bytes()).collect();
+    let text: Vec<u8> = b"page of text in memory "
+        .iter()
+        .copied()
+        .cycle()
+        .take(4096)
+        .collect();
+    std::fs::write(dir.join("mixed"), [ints, text].concat()).unwrap();
+    let corpus = dir.to_str().unwrap();
+
+    let out = ccvm(&[
+        "bench", "codecs", "--corpus", corpus, "--codec", "wkdm", "--codec", "lz4", "--passes",
+        "1", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "two codecs, one file plus the total each");
+    for r in rows {
+        assert_eq!(r["pages"], 2);
+        // WKdm halves neither page of text; both codecs still shrink the file.
+        assert!(r["ratio"].as_f64().unwrap() > 1.2, "{r}");
+        assert!(r["symmetric_mbps"].as_f64().unwrap() > 0.0);
+    }
+
+    let out = ccvm(&[
+        "bench", "codecs", "--corpus", corpus, "--codec", "pbpm", "--passes", "1", "--csv",
+    ]);
+    assert!(out.status.success());
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("file,codec,pages,ratio"));
+    assert_eq!(lines.len(), 3);
+    assert!(lines[1].starts_with("mixed,pbpm,2,"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
