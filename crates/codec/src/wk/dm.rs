@@ -26,7 +26,7 @@
 //! when the processor has it (chosen at run time, see [`super::avx2`]);
 //! the scalar versions here run elsewhere, and for the last words of a
 //! block that is not a multiple of eight words. Both produce the same bytes.
-//! Pages are modelled 256 words at a time so a page that will not fit the
+//! Pages are modelled 128 words at a time so a page that will not fit the
 //! budget is abandoned early.
 
 use super::{compress_same, decompress_same, hash_upper, Segments, LOW_MASK, MISS, PARTIAL};
@@ -36,8 +36,9 @@ use crate::{valid_block_len, Codec, CompressError, DecodeError};
 pub(crate) const SINK: u32 = 16;
 /// Slot that decoding misses and zero words load from: never written, always 0.
 pub(crate) const ZERO_SLOT: u32 = 17;
-/// Words modelled between two early-exit checks.
-const CHUNK: usize = 256;
+/// Words modelled between two early-exit checks (128 lets the hybrid leave
+/// a page for LZ4 after an eighth of it).
+const CHUNK: usize = 128;
 
 /// Dictionary slot of a word (0..16), or the sink for zero.
 #[inline(always)]
