@@ -187,7 +187,7 @@ fn expand_scalar(
 }
 
 impl WkDm {
-    /// Like [`Codec::compress`], but also gives up, after each 256 words, when
+    /// Like [`Codec::compress`], but also gives up, after each 128 words, when
     /// the output extrapolated from the words so far exceeds `projected_limit`
     /// bytes: the hybrid codec's cheap test that a page is LZ4's kind.
     pub(crate) fn compress_projected(
