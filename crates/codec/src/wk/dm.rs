@@ -29,8 +29,8 @@
 //! Pages are modelled 128 words at a time so a page that will not fit the
 //! budget is abandoned early.
 
-use super::{compress_same, decompress_same, hash_upper, Segments, LOW_MASK, MISS, PARTIAL};
-use crate::{valid_block_len, Codec, CompressError, DecodeError};
+use super::{decompress_same, hash_upper, start_compress, Segments, LOW_MASK, MISS, PARTIAL};
+use crate::{Codec, CompressError, DecodeError};
 
 /// Slot for zero words (and, when decoding, exact matches): written, never read.
 pub(crate) const SINK: u32 = 16;
@@ -196,11 +196,8 @@ impl WkDm {
         out: &mut [u8],
         projected_limit: usize,
     ) -> Result<usize, CompressError> {
-        if !valid_block_len(block.len()) {
-            return Err(CompressError::BlockSize(block.len()));
-        }
-        if let Some(r) = compress_same(block, out) {
-            return r;
+        if let Some(n) = start_compress(block, out)? {
+            return Ok(n);
         }
         let words = block.len() / 4;
         let budget = out.len();

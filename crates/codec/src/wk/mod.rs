@@ -228,16 +228,23 @@ pub(crate) fn count_tags(tags: &[u8]) -> [u32; 3] {
     [n_exact, n_partial, n_miss]
 }
 
-/// Writes the same-filled form if `block` is one word repeated.
+/// Start of every WK compression: checks the block length, and writes the
+/// same-filled form if `block` is one word repeated. `Ok(None)` means the
+/// block is to be modelled.
 #[inline]
-pub(crate) fn compress_same(block: &[u8], out: &mut [u8]) -> Option<Result<usize, CompressError>> {
-    let w = crate::same_filled_u32(block)?;
+pub(crate) fn start_compress(block: &[u8], out: &mut [u8]) -> Result<Option<usize>, CompressError> {
+    if !crate::valid_block_len(block.len()) {
+        return Err(CompressError::BlockSize(block.len()));
+    }
+    let Some(w) = crate::same_filled_u32(block) else {
+        return Ok(None);
+    };
     if out.len() < 5 {
-        return Some(Err(CompressError::DoesNotFit { budget: out.len() }));
+        return Err(CompressError::DoesNotFit { budget: out.len() });
     }
     out[0] = FORMAT_SAME;
     out[1..5].copy_from_slice(&w.to_le_bytes());
-    Some(Ok(5))
+    Ok(Some(5))
 }
 
 /// Checks the header byte; fills a same-filled block and returns `true`, or

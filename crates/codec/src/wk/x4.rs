@@ -7,9 +7,9 @@
 //! too, so both sides keep identical dictionaries.
 
 use super::{
-    compress_same, decompress_same, hash_upper, Segments, EXACT, LOW_MASK, MISS, PARTIAL, ZERO,
+    decompress_same, hash_upper, start_compress, Segments, EXACT, LOW_MASK, MISS, PARTIAL, ZERO,
 };
-use crate::{valid_block_len, Codec, CompressError, DecodeError};
+use crate::{Codec, CompressError, DecodeError};
 
 /// WK4x4 codec (paper 000, §2.3). See the [module docs](super) for the format.
 pub struct Wk4x4 {
@@ -49,11 +49,8 @@ impl Codec for Wk4x4 {
     }
 
     fn compress(&mut self, block: &[u8], out: &mut [u8]) -> Result<usize, CompressError> {
-        if !valid_block_len(block.len()) {
-            return Err(CompressError::BlockSize(block.len()));
-        }
-        if let Some(r) = compress_same(block, out) {
-            return r;
+        if let Some(n) = start_compress(block, out)? {
+            return Ok(n);
         }
         let words = block.len() / 4;
         let budget = out.len();
