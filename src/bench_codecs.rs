@@ -1,8 +1,9 @@
 //! `ccvm bench codecs`: compression ratio and speed of codecs on real pages.
 //!
-//! Method: each page is compressed on its own into a page-sized budget (a
-//! page that does not shrink is kept raw and counts as a full page, and its
-//! "decompression" is a copy, as in a store). One pass compresses every page
+//! Method: each page (or, with `--block 64`, each cache line of it) is
+//! compressed on its own into a budget of its own size (a block that does
+//! not shrink is kept raw and counts in full, and its "decompression" is a
+//! copy, as in a store). One pass compresses every page
 //! of a file, then decompresses every page; the best of `passes` passes is
 //! kept for each direction, on one thread. Every round trip is checked byte
 //! for byte after the timed loops. Throughputs are in MB/s of original data
@@ -30,6 +31,8 @@ pub struct Options {
     pub codecs: Vec<String>,
     /// Timed passes; the best is kept.
     pub passes: u32,
+    /// Bytes compressed as one block: 4096 for pages, 64 for cache lines.
+    pub block: usize,
 }
 
 /// One codec on one file (or on all files: `file` = "all").
@@ -43,10 +46,12 @@ pub struct Measurement {
     pub pages: usize,
     /// Original bytes.
     pub original_bytes: u64,
-    /// Bytes after compression, a page that does not shrink counting 4096.
+    /// Bytes after compression, a block that does not shrink counting in full.
     pub compressed_bytes: u64,
-    /// Pages kept raw because they did not shrink.
-    pub raw_pages: usize,
+    /// Bytes compressed as one block (each page is cut into blocks).
+    pub block: usize,
+    /// Blocks kept raw because they did not shrink.
+    pub raw_blocks: usize,
     /// original / compressed.
     pub ratio: f64,
     /// Best compression time for all pages, seconds.
@@ -61,31 +66,44 @@ pub struct Measurement {
     pub symmetric_mbps: f64,
 }
 
+/// What one codec did to some pages: added up over files for the totals.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    pages: usize,
+    compressed: u64,
+    raw: usize,
+    tc: f64,
+    td: f64,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
+        self.pages += o.pages;
+        self.compressed += o.compressed;
+        self.raw += o.raw;
+        self.tc += o.tc;
+        self.td += o.td;
+    }
+}
+
 impl Measurement {
-    fn new(
-        file: &str,
-        codec: &str,
-        pages: usize,
-        compressed: u64,
-        raw: usize,
-        tc: f64,
-        td: f64,
-    ) -> Self {
-        let bytes = (pages * PAGE_SIZE) as u64;
-        let mbps = |t: f64| bytes as f64 / t / 1e6;
+    fn new(file: &str, codec: &str, block: usize, t: Tally) -> Self {
+        let bytes = (t.pages * PAGE_SIZE) as u64;
+        let mbps = |secs: f64| bytes as f64 / secs / 1e6;
         Measurement {
             file: file.to_string(),
             codec: codec.to_string(),
-            pages,
+            pages: t.pages,
             original_bytes: bytes,
-            compressed_bytes: compressed,
-            raw_pages: raw,
-            ratio: bytes as f64 / compressed as f64,
-            compress_s: tc,
-            decompress_s: td,
-            compress_mbps: mbps(tc),
-            decompress_mbps: mbps(td),
-            symmetric_mbps: mbps(tc + td),
+            compressed_bytes: t.compressed,
+            block,
+            raw_blocks: t.raw,
+            ratio: bytes as f64 / t.compressed as f64,
+            compress_s: t.tc,
+            decompress_s: t.td,
+            compress_mbps: mbps(t.tc),
+            decompress_mbps: mbps(t.td),
+            symmetric_mbps: mbps(t.tc + t.td),
         }
     }
 }
@@ -97,7 +115,8 @@ impl Row for Measurement {
             "codec",
             "pages",
             "ratio",
-            "raw pages",
+            "block",
+            "raw blocks",
             "compress MB/s",
             "decompress MB/s",
             "symmetric MB/s",
@@ -110,7 +129,8 @@ impl Row for Measurement {
             self.codec.clone(),
             self.pages.to_string(),
             format!("{:.3}", self.ratio),
-            self.raw_pages.to_string(),
+            self.block.to_string(),
+            self.raw_blocks.to_string(),
             format!("{:.0}", self.compress_mbps),
             format!("{:.0}", self.decompress_mbps),
             format!("{:.0}", self.symmetric_mbps),
@@ -131,22 +151,24 @@ fn measure(
     codec: &mut dyn Codec,
     file: &PageFile,
     passes: u32,
+    block: usize,
     progress: &ProgressBar,
 ) -> anyhow::Result<FileRun> {
-    let pages = file.page_count();
+    let blocks = file.data.len() / block;
     let mut packed = vec![0u8; file.data.len()];
-    let mut lens = vec![0usize; pages];
+    let mut lens = vec![0usize; blocks];
     let mut back = vec![0u8; file.data.len()];
     let (mut best_c, mut best_d) = (Duration::MAX, Duration::MAX);
     for _ in 0..passes {
         let t = Instant::now();
         for ((page, slot), len) in file
-            .pages()
-            .zip(packed.chunks_exact_mut(PAGE_SIZE))
+            .data
+            .chunks_exact(block)
+            .zip(packed.chunks_exact_mut(block))
             .zip(lens.iter_mut())
         {
             *len = match codec.compress(page, slot) {
-                Ok(n) if n < PAGE_SIZE => n,
+                Ok(n) if n < block => n,
                 Ok(_) | Err(CompressError::DoesNotFit { .. }) => 0,
                 Err(e) => bail!("{}: {e}", codec.name()),
             };
@@ -155,10 +177,11 @@ fn measure(
         back.fill(0);
         let t = Instant::now();
         for (((page, slot), &len), out) in file
-            .pages()
-            .zip(packed.chunks_exact(PAGE_SIZE))
+            .data
+            .chunks_exact(block)
+            .zip(packed.chunks_exact(block))
             .zip(&lens)
-            .zip(back.chunks_exact_mut(PAGE_SIZE))
+            .zip(back.chunks_exact_mut(block))
         {
             if len == 0 {
                 out.copy_from_slice(page);
@@ -172,12 +195,12 @@ fn measure(
         std::hint::black_box(&back);
         if back != file.data {
             let bad = back
-                .chunks_exact(PAGE_SIZE)
-                .zip(file.pages())
+                .chunks_exact(block)
+                .zip(file.data.chunks_exact(block))
                 .position(|(a, b)| a != b)
                 .unwrap_or(0);
             bail!(
-                "{}: page {bad} of {} did not round-trip",
+                "{}: block {bad} of {} did not round-trip",
                 codec.name(),
                 file.name
             );
@@ -187,7 +210,7 @@ fn measure(
     let raw = lens.iter().filter(|&&l| l == 0).count();
     let compressed = lens
         .iter()
-        .map(|&l| if l == 0 { PAGE_SIZE } else { l } as u64)
+        .map(|&l| if l == 0 { block } else { l } as u64)
         .sum();
     Ok(FileRun {
         compressed,
@@ -214,6 +237,10 @@ fn selected(names: &[String]) -> anyhow::Result<Vec<&'static CodecInfo>> {
 
 /// Measures and returns one row per (file, codec) and per codec over all files.
 pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
+    if !(4..=PAGE_SIZE).contains(&opts.block) || PAGE_SIZE % opts.block != 0 || opts.block % 4 != 0
+    {
+        bail!("--block {} is not a block size: give a multiple of 4 that divides 4096 (64 for cache lines)", opts.block);
+    }
     let codecs = selected(&opts.codecs)?;
     let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
     let mut files = ccvm_corpus::load_dir(&dir)?;
@@ -233,35 +260,25 @@ pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
     let mut rows = Vec::new();
     for info in &codecs {
         let mut codec = (info.make)();
-        let mut total = (0usize, 0u64, 0usize, 0f64, 0f64);
+        let mut total = Tally::default();
         for (i, file) in files.iter().enumerate() {
             if started.elapsed() > Duration::from_secs(1) && progress.is_hidden() {
                 progress.set_draw_target(ProgressDrawTarget::stderr());
             }
-            let run = measure(codec.as_mut(), file, opts.passes, &progress)?;
-            let (tc, td) = (run.tc.as_secs_f64(), run.td.as_secs_f64());
-            rows.push(Measurement::new(
-                &file.name,
-                info.name,
-                file.page_count(),
-                run.compressed,
-                run.raw,
-                tc,
-                td,
-            ));
+            let run = measure(codec.as_mut(), file, opts.passes, opts.block, &progress)?;
+            let tally = Tally {
+                pages: file.page_count(),
+                compressed: run.compressed,
+                raw: run.raw,
+                tc: run.tc.as_secs_f64(),
+                td: run.td.as_secs_f64(),
+            };
+            rows.push(Measurement::new(&file.name, info.name, opts.block, tally));
             if i < memory_files {
-                total = (
-                    total.0 + file.page_count(),
-                    total.1 + run.compressed,
-                    total.2 + run.raw,
-                    total.3 + tc,
-                    total.4 + td,
-                );
+                total += tally;
             }
         }
-        rows.push(Measurement::new(
-            "all", info.name, total.0, total.1, total.2, total.3, total.4,
-        ));
+        rows.push(Measurement::new("all", info.name, opts.block, total));
     }
     progress.finish_and_clear();
     Ok(rows)

@@ -61,6 +61,9 @@ struct BenchCodecsArgs {
     /// Timed passes per file and codec; the best is kept.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     passes: u32,
+    /// Bytes compressed as one block: 4096 (pages) or a divisor of it, e.g. 64 for cache lines.
+    #[arg(long, default_value_t = 4096)]
+    block: usize,
     /// Print JSON instead of a table.
     #[arg(long, conflicts_with = "csv")]
     json: bool,
@@ -89,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 corpus: None,
                 codecs: vec![],
                 passes: 3,
+                block: ccvm_codec::PAGE_SIZE,
             };
             bench_codecs::run(&opts, Format::Table)
         }
@@ -97,6 +101,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 corpus: args.corpus.clone(),
                 codecs: args.codecs.clone(),
                 passes: args.passes,
+                block: args.block,
             };
             bench_codecs::run(&opts, args.format())
         }

@@ -103,3 +103,29 @@ fn bench_reports_json_and_csv_on_any_page_folder() {
     assert!(lines[1].starts_with("mixed,pbpm,2,"));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn cache_line_blocks_are_measured_and_bad_sizes_refused() {
+    let out = ccvm(&[
+        "bench", "codecs", "--codec", "cpack", "--block", "64", "--passes", "1", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["file"] == "all")
+        .unwrap();
+    assert_eq!(all["block"], 64);
+    // C-Pack was made for lines: real heap lines shrink.
+    assert!(all["ratio"].as_f64().unwrap() > 1.3, "{all}");
+    fails_with_one_line(
+        &ccvm(&["bench", "codecs", "--block", "100"]),
+        &["--block 100", "divides 4096"],
+    );
+}
