@@ -237,7 +237,9 @@ fn selected(names: &[String]) -> anyhow::Result<Vec<&'static CodecInfo>> {
 
 /// Measures and returns one row per (file, codec) and per codec over all files.
 pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
-    if !(4..=PAGE_SIZE).contains(&opts.block) || PAGE_SIZE % opts.block != 0 || opts.block % 4 != 0
+    if !(4..=PAGE_SIZE).contains(&opts.block)
+        || !PAGE_SIZE.is_multiple_of(opts.block)
+        || !opts.block.is_multiple_of(4)
     {
         bail!("--block {} is not a block size: give a multiple of 4 that divides 4096 (64 for cache lines)", opts.block);
     }
