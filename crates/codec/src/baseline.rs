@@ -192,11 +192,12 @@ impl Codec for Lzo1x1 {
 }
 
 /// zstd at a given level, with a compression and a decompression context
-/// kept for the codec's life.
+/// kept for the codec's life. It calls libzstd through `zstd-safe`, whose
+/// errors are plain codes, so that no call allocates, failing ones included.
 pub struct Zstd {
     level: i32,
-    cctx: zstd::bulk::Compressor<'static>,
-    dctx: zstd::bulk::Decompressor<'static>,
+    cctx: zstd::zstd_safe::CCtx<'static>,
+    dctx: zstd::zstd_safe::DCtx<'static>,
     name: &'static str,
 }
 
@@ -214,8 +215,8 @@ impl Zstd {
         };
         Zstd {
             level,
-            cctx: zstd::bulk::Compressor::new(level).expect("zstd context"),
-            dctx: zstd::bulk::Decompressor::new().expect("zstd context"),
+            cctx: zstd::zstd_safe::CCtx::create(),
+            dctx: zstd::zstd_safe::DCtx::create(),
             name,
         }
     }
@@ -235,16 +236,17 @@ impl Codec for Zstd {
         if !valid_block_len(block.len()) {
             return Err(CompressError::BlockSize(block.len()));
         }
+        let budget = out.len();
         self.cctx
-            .compress_to_buffer(block, out)
-            .map_err(|_| CompressError::DoesNotFit { budget: out.len() })
+            .compress(out, block, self.level)
+            .map_err(|_| CompressError::DoesNotFit { budget })
     }
 
     fn decompress(&mut self, input: &[u8], block: &mut [u8]) -> Result<(), DecodeError> {
         if !valid_block_len(block.len()) {
             return Err(DecodeError::BlockSize(block.len()));
         }
-        match self.dctx.decompress_to_buffer(input, block) {
+        match self.dctx.decompress(block, input) {
             Ok(n) if n == block.len() => Ok(()),
             Ok(_) => Err(DecodeError::Truncated),
             Err(_) => Err(DecodeError::Corrupt("zstd decoder rejected the block")),

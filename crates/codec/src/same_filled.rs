@@ -25,7 +25,10 @@ pub fn same_filled_u64(block: &[u8]) -> Option<u64> {
         return None;
     }
     let first = u64::from_le_bytes(block[..8].try_into().ok()?);
-    let splat = first.to_le_bytes().repeat(4);
+    let mut splat = [0u8; 32];
+    for w in splat.chunks_exact_mut(8) {
+        w.copy_from_slice(&first.to_le_bytes());
+    }
     let mut chunks = block.chunks_exact(32);
     for c in &mut chunks {
         if c != &splat[..] {
