@@ -290,7 +290,29 @@ pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
 /// of every codec over all files.
 pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     let mut rows = measure_all(opts)?;
+    if format == Format::Table {
+        let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
+        eprintln!(
+            "corpus {}, {}-byte blocks, one thread, best of {} passes, {}",
+            dir.display(),
+            opts.block,
+            opts.passes,
+            cpu_name()
+        );
+    }
     // Group the summary rows at the end for reading.
     rows.sort_by_key(|r| r.file == "all");
     report::print(&rows, format)
+}
+
+/// The processor's model name, for the report header.
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
 }
