@@ -86,7 +86,8 @@ impl PageFile {
 
 /// The project's bundled corpus folder (`corpus/pages` in the repository).
 pub fn default_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/pages")
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/pages");
+    dir.canonicalize().unwrap_or(dir)
 }
 
 /// Loads one page file, decompressing it if its name ends in `.zst`.
