@@ -1,0 +1,144 @@
+//! Slot allocators: placing compressed pages of many sizes in fixed-size
+//! chunks of memory, the kernel-memory-allocation problem that paper 003
+//! §3.3.2.3 studies for CRAMES.
+//!
+//! The primary abstraction is [`SlotAllocator`]. The store gives an
+//! allocator chunks as it grows ([`SlotAllocator::add_chunk`]), asks it for
+//! slots, frees them, and takes back chunks that have become empty
+//! ([`SlotAllocator::pop_empty_chunk`]) to return their memory (§3.4.2).
+//! Allocators are found by name through [`by_name`].
+//!
+//! Implemented so far: the [resource map](ResourceMap) (first fit over free
+//! extents, merging neighbours on free: CRAMES's default) and the
+//! [buddy system](Buddy). The paper's power-of-two free lists,
+//! McKusick–Karels and lazy buddy allocators, and a zsmalloc-like size-class
+//! allocator, are to follow behind the same interface.
+
+mod buddy;
+mod resource_map;
+
+pub use buddy::Buddy;
+pub use resource_map::ResourceMap;
+
+/// Where a compressed page lives: a byte range of one chunk.
+///
+/// Invariant: `offset + len <= chunk size`, and the range lies inside the
+/// slot's footprint (see [`SlotAllocator::footprint`]), which no other live
+/// slot overlaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Slot {
+    /// Chunk number, as given to [`SlotAllocator::add_chunk`].
+    pub chunk: u32,
+    /// Byte offset in the chunk.
+    pub offset: u32,
+    /// Bytes requested.
+    pub len: u32,
+}
+
+/// Places variable-sized slots in chunks of one size.
+///
+/// Allocators manage offsets only; the caller owns the chunks' memory.
+pub trait SlotAllocator: Send {
+    /// The name [`by_name`] accepts.
+    fn name(&self) -> &'static str;
+
+    /// Size of every chunk, in bytes.
+    fn chunk_size(&self) -> usize;
+
+    /// Places `len` bytes (1 to [`chunk_size`](Self::chunk_size)) in the
+    /// chunks held, or returns `None` when no free space fits (the caller
+    /// may add a chunk and retry, or refuse the page).
+    fn alloc(&mut self, len: usize) -> Option<Slot>;
+
+    /// Frees a slot that [`alloc`](Self::alloc) returned and that has not
+    /// been freed since.
+    ///
+    /// # Panics
+    ///
+    /// May panic if `slot` is not such a slot (a caller bug).
+    fn free(&mut self, slot: Slot);
+
+    /// Hands the allocator a new, empty chunk numbered `chunk` (a number
+    /// not currently held).
+    fn add_chunk(&mut self, chunk: u32);
+
+    /// Removes a chunk in which no slot is in use and returns its number,
+    /// so its memory can be given back; `None` if every chunk has slots.
+    fn pop_empty_chunk(&mut self) -> Option<u32>;
+
+    /// Bytes that a slot of `len` bytes occupies (its length rounded up to
+    /// the allocator's granularity or size class).
+    fn footprint(&self, len: usize) -> usize;
+
+    /// Bytes of bookkeeping the allocator keeps, an estimate for the store's
+    /// memory accounting.
+    fn metadata_bytes(&self) -> usize;
+}
+
+/// An allocator's name, what it is, and how to make one for a chunk size.
+pub struct AllocatorInfo {
+    /// The name [`by_name`] accepts.
+    pub name: &'static str,
+    /// One line about it.
+    pub about: &'static str,
+    /// Makes one for chunks of the given size.
+    pub make: fn(usize) -> Box<dyn SlotAllocator>,
+}
+
+/// Every allocator, CRAMES's default first.
+pub const ALLOCATORS: &[AllocatorInfo] = &[
+    AllocatorInfo {
+        name: "rm",
+        about: "resource map: first fit over free extents, neighbours merged on free (CRAMES's default)",
+        make: |chunk| Box::new(ResourceMap::new(chunk)),
+    },
+    AllocatorInfo {
+        name: "buddy",
+        about: "buddy system: power-of-two blocks split on demand, buddies merged on free",
+        make: |chunk| Box::new(Buddy::new(chunk)),
+    },
+];
+
+/// Makes an allocator by name for chunks of `chunk_size` bytes.
+///
+/// # Errors
+///
+/// A one-line message listing the known names when `name` is not one.
+///
+/// # Panics
+///
+/// If the allocator cannot use that chunk size (see each allocator).
+///
+/// ```
+/// let mut a = ccvm_store::alloc::by_name("rm", 65536).unwrap();
+/// a.add_chunk(0);
+/// let s = a.alloc(1000).unwrap();
+/// assert_eq!((s.chunk, s.offset), (0, 0));
+/// a.free(s);
+/// assert_eq!(a.pop_empty_chunk(), Some(0));
+/// ```
+pub fn by_name(name: &str, chunk_size: usize) -> Result<Box<dyn SlotAllocator>, String> {
+    ALLOCATORS
+        .iter()
+        .find(|a| a.name == name)
+        .map(|a| (a.make)(chunk_size))
+        .ok_or_else(|| {
+            let names: Vec<_> = ALLOCATORS.iter().map(|a| a.name).collect();
+            format!(
+                "unknown allocator '{name}': choose one of {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// Smallest slot granularity: every footprint is a multiple of 8 bytes, so
+/// slots start 8-byte aligned and copies into them are word copies.
+pub(crate) const ALIGN: usize = 8;
+
+#[inline]
+pub(crate) fn round_up(len: usize) -> usize {
+    len.div_ceil(ALIGN) * ALIGN
+}
+
+#[cfg(test)]
+mod model_tests;
