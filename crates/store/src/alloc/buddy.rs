@@ -112,3 +112,112 @@ impl SlotAllocator for Buddy {
         self.free.iter().map(|f| f.len() * 16).sum::<usize>() + self.used.len() * 24
     }
 }
+
+/// The lazy buddy system (Lee and Barkley; Barkley and Lee, 1989): a buddy
+/// system that does not coalesce every freed block at once. A freed block
+/// stays *locally free* in its size's list, ready for the next request of
+/// that size, while the size has slack; coalescing happens only as the
+/// slack runs out, so a size that is freed and allocated in turn (as swap
+/// traffic does) skips the split-and-merge work.
+///
+/// Rule (the variant bounded by two coalescing delays per size): with `A`
+/// blocks of the size in use and `L` locally free, a freed block stays
+/// local if `A - L >= 2`, is coalesced if `A - L == 1`, and is coalesced
+/// together with one locally free block if `A - L <= 0`. Before empty
+/// chunks are looked for, every locally free block is coalesced.
+pub struct LazyBuddy {
+    inner: Buddy,
+    local: Vec<Vec<(u32, u32)>>,
+    in_use: Vec<usize>,
+}
+
+impl LazyBuddy {
+    /// A lazy buddy allocator over chunks of `chunk_size` bytes.
+    ///
+    /// # Panics
+    ///
+    /// As [`Buddy::new`].
+    pub fn new(chunk_size: usize) -> Self {
+        let inner = Buddy::new(chunk_size);
+        let orders = inner.max_order as usize + 1;
+        LazyBuddy {
+            inner,
+            local: vec![Vec::new(); orders],
+            in_use: vec![0; orders],
+        }
+    }
+
+    fn release(&mut self, order: u32, (chunk, offset): (u32, u32)) {
+        self.inner.free(Slot {
+            chunk,
+            offset,
+            len: 1 << order,
+        });
+    }
+}
+
+impl SlotAllocator for LazyBuddy {
+    fn name(&self) -> &'static str {
+        "lzbud"
+    }
+
+    fn chunk_size(&self) -> usize {
+        self.inner.chunk_size()
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<Slot> {
+        if len == 0 || len > self.chunk_size() {
+            return None;
+        }
+        let order = Buddy::order_of(len);
+        let slot = match self.local[order as usize].pop() {
+            Some((chunk, offset)) => Slot {
+                chunk,
+                offset,
+                len: len as u32,
+            },
+            None => self.inner.alloc(len)?,
+        };
+        self.in_use[order as usize] += 1;
+        Some(slot)
+    }
+
+    fn free(&mut self, slot: Slot) {
+        let order = Buddy::order_of(slot.len as usize);
+        let o = order as usize;
+        let slack = self.in_use[o] as isize - self.local[o].len() as isize;
+        self.in_use[o] -= 1;
+        let block = (slot.chunk, slot.offset);
+        if slack >= 2 {
+            self.local[o].push(block);
+        } else {
+            self.release(order, block);
+            if slack <= 0 {
+                if let Some(other) = self.local[o].pop() {
+                    self.release(order, other);
+                }
+            }
+        }
+    }
+
+    fn add_chunk(&mut self, chunk: u32) {
+        self.inner.add_chunk(chunk);
+    }
+
+    fn pop_empty_chunk(&mut self) -> Option<u32> {
+        for order in 0..self.local.len() {
+            while let Some(block) = self.local[order].pop() {
+                self.release(order as u32, block);
+            }
+        }
+        self.inner.pop_empty_chunk()
+    }
+
+    fn footprint(&self, len: usize) -> usize {
+        self.inner.footprint(len)
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        self.inner.metadata_bytes() + self.local.iter().map(|l| l.len() * 8).sum::<usize>()
+    }
+}

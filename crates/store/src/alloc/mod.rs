@@ -8,17 +8,22 @@
 //! ([`SlotAllocator::pop_empty_chunk`]) to return their memory (§3.4.2).
 //! Allocators are found by name through [`by_name`].
 //!
-//! Implemented so far: the [resource map](ResourceMap) (first fit over free
-//! extents, merging neighbours on free: CRAMES's default) and the
-//! [buddy system](Buddy). The paper's power-of-two free lists,
-//! McKusick–Karels and lazy buddy allocators, and a zsmalloc-like size-class
-//! allocator, are to follow behind the same interface.
+//! The allocators are the five that paper 003 §3.3.2.3 compares: the
+//! [resource map](ResourceMap) (first fit over free extents, merging
+//! neighbours on free: CRAMES's default), the simple power-of-two free lists
+//! and the McKusick–Karels allocator ([`Segregated`]), the
+//! [buddy system](Buddy) and the [lazy buddy system](LazyBuddy); and a
+//! size-class allocator in the manner of Linux's zsmalloc ([`SizeClasses`]).
 
 mod buddy;
 mod resource_map;
+mod segregated;
+mod size_class;
 
-pub use buddy::Buddy;
+pub use buddy::{Buddy, LazyBuddy};
 pub use resource_map::ResourceMap;
+pub use segregated::Segregated;
+pub use size_class::SizeClasses;
 
 /// Where a compressed page lives: a byte range of one chunk.
 ///
@@ -93,9 +98,29 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         make: |chunk| Box::new(ResourceMap::new(chunk)),
     },
     AllocatorInfo {
+        name: "p2fl",
+        about: "simple power-of-two free lists, each chunk carved for one size",
+        make: |chunk| Box::new(Segregated::power_of_two(chunk)),
+    },
+    AllocatorInfo {
+        name: "mck2",
+        about: "McKusick-Karels: power-of-two sizes, each 4 KiB page carved for one size",
+        make: |chunk| Box::new(Segregated::mckusick_karels(chunk)),
+    },
+    AllocatorInfo {
         name: "buddy",
         about: "buddy system: power-of-two blocks split on demand, buddies merged on free",
         make: |chunk| Box::new(Buddy::new(chunk)),
+    },
+    AllocatorInfo {
+        name: "lzbud",
+        about: "lazy buddy system: freed blocks coalesced only as their size's slack runs out",
+        make: |chunk| Box::new(LazyBuddy::new(chunk)),
+    },
+    AllocatorInfo {
+        name: "zs",
+        about: "size classes every 16 bytes in spans of 1-4 pages, as Linux's zsmalloc",
+        make: |chunk| Box::new(SizeClasses::new(chunk)),
     },
 ];
 

@@ -139,9 +139,11 @@ fn long_random_churn_with_64k_chunks() {
         x as usize
     };
     let ops: Vec<Op> = (0..20_000)
-        .map(|_| match rnd() % 12 {
+        .map(|_| match rnd() % 13 {
             0..=5 => Op::Alloc(1 + rnd() % 3500),
-            6..=10 => Op::Free(rnd()),
+            // Now and then a slot of several pages, up to most of a chunk.
+            6 => Op::Alloc(1 + rnd() % 40_000),
+            7..=11 => Op::Free(rnd()),
             _ => Op::ReturnEmpty,
         })
         .collect();
