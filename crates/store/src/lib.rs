@@ -2,10 +2,12 @@
 //! sizes in memory (CRAMES's compressed RAM device, paper 003 chapter 3 and
 //! §4.3, and what Linux's zram does with zsmalloc).
 //!
-//! This crate is being built in layers. The first is [`alloc`]: slot
-//! allocators behind one interface, [`alloc::SlotAllocator`], which place
-//! variable-sized compressed pages in fixed-size chunks of memory. The
-//! mapping table, growth, memory limit, compaction and statistics come next.
+//! The primary abstraction is [`Store`]: `put`, `get` and `remove` pages by
+//! number, oldest-first iteration, and zram-style statistics, safe to use
+//! from many threads. Under it, [`alloc`] holds the slot allocators, behind
+//! one interface ([`alloc::SlotAllocator`]), that place variable-sized
+//! compressed pages in fixed-size chunks of memory, and [`chunks`] the
+//! source the chunks come from.
 //!
 //! # Design
 //!
@@ -16,3 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod chunks;
+mod store;
+
+pub use store::{Stats, Store, StoreConfig, StoreError, ENTRY_BYTES};

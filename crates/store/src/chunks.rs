@@ -1,0 +1,45 @@
+//! Where chunk memory comes from: the [`ChunkSource`] a store requests
+//! chunks from as it grows and gives them back to as it shrinks.
+
+/// Supplies chunks of memory. A request may fail (memory is short, or a
+/// test injects a failure); the store then stays as it was.
+pub trait ChunkSource: Send {
+    /// A zeroed chunk of `bytes` bytes, or `None` if none can be had.
+    fn request(&mut self, bytes: usize) -> Option<Box<[u8]>>;
+    /// Takes back a chunk the store no longer needs.
+    fn give_back(&mut self, chunk: Box<[u8]>) {
+        drop(chunk);
+    }
+}
+
+/// Chunks from the heap; never fails short of the process running out.
+#[derive(Default)]
+pub struct HeapChunks;
+
+impl ChunkSource for HeapChunks {
+    fn request(&mut self, bytes: usize) -> Option<Box<[u8]>> {
+        Some(vec![0u8; bytes].into_boxed_slice())
+    }
+}
+
+/// Chunks from the heap, except that the requests a schedule names fail:
+/// for testing that a failed request leaves a store consistent.
+pub struct FailingChunks {
+    requests: u64,
+    fails: fn(u64) -> bool,
+}
+
+impl FailingChunks {
+    /// Request number `n` (from 0) fails when `fails(n)` is true.
+    pub fn new(fails: fn(u64) -> bool) -> Self {
+        FailingChunks { requests: 0, fails }
+    }
+}
+
+impl ChunkSource for FailingChunks {
+    fn request(&mut self, bytes: usize) -> Option<Box<[u8]>> {
+        let n = self.requests;
+        self.requests += 1;
+        (!(self.fails)(n)).then(|| vec![0u8; bytes].into_boxed_slice())
+    }
+}

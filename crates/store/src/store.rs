@@ -1,0 +1,624 @@
+//! The store: a mapping table from page numbers to where each page is kept
+//! (paper 003 §3.4.1.1, Table 3.3), over chunk memory placed by a
+//! [`SlotAllocator`].
+//!
+//! # Choices
+//!
+//! * The mapping table is hashed, not direct-mapped: the runtime's page
+//!   numbers are sparse (addresses in a large region), and a hash table
+//!   holds only the pages stored. Each entry says how the page is kept:
+//!   as a same-filled value (no slot, as zram does), compressed, or raw
+//!   (a page whose compressed size is above the huge threshold, about 3/4
+//!   of a page by default, as zram's huge class), with its slot.
+//! * Codec work runs outside the store's lock: a put compresses into a
+//!   local buffer with a codec taken from a pool, then locks only to place
+//!   the bytes; a get copies the compressed bytes out under the lock and
+//!   decompresses after.
+//! * A put is all or nothing: when the new page cannot be placed (the
+//!   memory limit, or a failed chunk request), the store is left exactly as
+//!   it was, including any older version of that page.
+//! * Growth ahead of need (§4.3): once the bytes in use pass the fill ratio
+//!   (7/8) of the chunks held, the next chunk is requested at once, so a
+//!   put rarely waits for memory. The memory limit counts chunks, allocator
+//!   bookkeeping and the mapping table, and is never exceeded.
+//! * Compaction (§5.3.3): when a slot does not fit and no chunk can be
+//!   added, but enough bytes are free in the chunks held, every slot is
+//!   re-placed in (chunk, offset) order, each freed then allocated again.
+//!   The allocators place first-fit from the lowest chunk, so slots move
+//!   towards the front and whole chunks at the end drain and are returned.
+//! * Empty chunks are returned as they appear, keeping one spare so that a
+//!   store hovering at a chunk boundary does not request and return the same
+//!   chunk over and over.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use ccvm_codec::{same_filled_u64, Codec, CompressError, DecodeError, PAGE_SIZE};
+use thiserror::Error;
+
+use crate::alloc::{self, Slot, SlotAllocator};
+use crate::chunks::{ChunkSource, HeapChunks};
+
+/// Bookkeeping bytes charged per stored page: its table entry and its place
+/// in the put order (hash-table slot with key, entry and control byte;
+/// B-tree entry with key and value).
+pub const ENTRY_BYTES: usize = 64;
+
+/// How a store is made.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Codec name (see `ccvm_codec::names`).
+    pub codec: String,
+    /// Allocator name (see [`alloc::ALLOCATORS`]).
+    pub allocator: String,
+    /// Bytes per chunk: a power of two from 4096 to 1 GiB.
+    pub chunk_size: usize,
+    /// Memory the store may use, all counted; `usize::MAX` for no limit.
+    pub memory_limit: usize,
+    /// Pages that compress to more than this many bytes are kept raw.
+    pub huge_threshold: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            codec: "lz4".into(),
+            allocator: "rm".into(),
+            chunk_size: 64 * 1024,
+            memory_limit: usize::MAX,
+            huge_threshold: PAGE_SIZE * 3 / 4,
+        }
+    }
+}
+
+/// Why a store operation failed.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The page would take the store past its memory limit.
+    #[error("store is full: the page does not fit within the memory limit of {limit} bytes")]
+    Full {
+        /// The limit.
+        limit: usize,
+    },
+    /// A chunk was needed and the chunk source had none.
+    #[error("no memory for another chunk")]
+    OutOfMemory,
+    /// The page is not in the store.
+    #[error("page {0} is not in the store")]
+    NotFound(u64),
+    /// The stored bytes did not decode: the store's memory was corrupted.
+    #[error("page {page} is corrupt in the store: {source}")]
+    Corrupt {
+        /// The page.
+        page: u64,
+        /// What the decoder found.
+        source: DecodeError,
+    },
+    /// A page was not 4096 bytes.
+    #[error("a page is {PAGE_SIZE} bytes, not {0}")]
+    PageSize(usize),
+}
+
+/// Counters named as in Linux zram's `mm_stat`, plus a few of ccvm's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Bytes of the pages stored (4096 each), same-filled ones included.
+    pub orig_data_size: u64,
+    /// Bytes of the compressed and raw pages' slots as requested.
+    pub compr_data_size: u64,
+    /// Bytes of chunk memory held.
+    pub mem_used_total: u64,
+    /// The memory limit (0 when there is none, as in zram).
+    pub mem_limit: u64,
+    /// Peak of [`Stats::memory_used`] since the store was made.
+    pub mem_used_max: u64,
+    /// Pages kept as a same-filled value.
+    pub same_pages: u64,
+    /// Pages moved by compaction, in total.
+    pub pages_compacted: u64,
+    /// Pages kept raw because they compressed too little.
+    pub huge_pages: u64,
+    /// Pages stored.
+    pub pages: u64,
+    /// Bytes of allocator bookkeeping and mapping table.
+    pub metadata_bytes: u64,
+    /// Compactions run.
+    pub compactions: u64,
+    /// Free bytes inside held chunks / held chunk bytes.
+    pub fragmentation: f64,
+}
+
+impl Stats {
+    /// Everything the store uses: chunks plus bookkeeping.
+    pub fn memory_used(&self) -> u64 {
+        self.mem_used_total + self.metadata_bytes
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Place {
+    Same(u64),
+    Compressed(Slot),
+    Raw(Slot),
+}
+
+struct Entry {
+    place: Place,
+    seq: u64,
+}
+
+/// Everything behind the store's lock.
+struct Inner {
+    table: HashMap<u64, Entry>,
+    order: BTreeMap<u64, u64>,
+    next_seq: u64,
+    alloc: Box<dyn SlotAllocator>,
+    chunks: Vec<Option<Box<[u8]>>>,
+    held: usize,
+    source: Box<dyn ChunkSource>,
+    chunk_size: usize,
+    limit: usize,
+    /// Sum of slot footprints.
+    used: usize,
+    stats: Stats,
+}
+
+/// A compressed page store. See the [module docs](self).
+///
+/// ```
+/// use ccvm_store::{Store, StoreConfig};
+/// let store = Store::new(StoreConfig::default()).unwrap();
+/// let page: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+/// store.put(7, &page).unwrap();
+/// let mut back = [0u8; 4096];
+/// store.get(7, &mut back).unwrap();
+/// assert_eq!(&back[..], &page[..]);
+/// assert!(store.stats().compr_data_size < 4096);
+/// ```
+pub struct Store {
+    inner: Mutex<Inner>,
+    codecs: Mutex<Vec<Box<dyn Codec>>>,
+    make_codec: fn() -> Box<dyn Codec>,
+    huge_threshold: usize,
+}
+
+impl Store {
+    /// Makes a store that takes chunks from the heap.
+    ///
+    /// # Errors
+    ///
+    /// One line naming the problem: an unknown codec or allocator, a chunk
+    /// size that is not a power of two from 4096 to 1 GiB, or a huge
+    /// threshold above a page.
+    pub fn new(config: StoreConfig) -> Result<Store, String> {
+        Self::with_source(config, Box::new(HeapChunks))
+    }
+
+    /// Makes a store that takes chunks from `source`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::new`].
+    pub fn with_source(config: StoreConfig, source: Box<dyn ChunkSource>) -> Result<Store, String> {
+        let make_codec = ccvm_codec::CODECS
+            .iter()
+            .find(|c| c.name == config.codec)
+            .map(|c| c.make)
+            .ok_or_else(|| ccvm_codec::by_name(&config.codec).err().unwrap_or_default())?;
+        let cs = config.chunk_size;
+        if !cs.is_power_of_two() || !(PAGE_SIZE..=1 << 30).contains(&cs) {
+            return Err(format!(
+                "chunk size {cs} is not a power of two from 4096 to 1 GiB"
+            ));
+        }
+        if config.huge_threshold == 0 || config.huge_threshold > PAGE_SIZE {
+            return Err(format!(
+                "huge threshold {} is not between 1 and 4096 bytes",
+                config.huge_threshold
+            ));
+        }
+        let alloc = alloc::by_name(&config.allocator, cs)?;
+        let stats = Stats {
+            mem_limit: if config.memory_limit == usize::MAX {
+                0
+            } else {
+                config.memory_limit as u64
+            },
+            ..Stats::default()
+        };
+        let inner = Inner {
+            table: HashMap::new(),
+            order: BTreeMap::new(),
+            next_seq: 0,
+            alloc,
+            chunks: Vec::new(),
+            held: 0,
+            source,
+            chunk_size: cs,
+            limit: config.memory_limit,
+            used: 0,
+            stats,
+        };
+        Ok(Store {
+            inner: Mutex::new(inner),
+            codecs: Mutex::new(Vec::new()),
+            make_codec,
+            huge_threshold: config.huge_threshold,
+        })
+    }
+
+    fn with_codec<R>(&self, f: impl FnOnce(&mut dyn Codec) -> R) -> R {
+        let pooled = self.codecs.lock().expect("codec pool").pop();
+        let mut codec = pooled.unwrap_or_else(self.make_codec);
+        let r = f(codec.as_mut());
+        self.codecs.lock().expect("codec pool").push(codec);
+        r
+    }
+
+    /// Stores `page` (4096 bytes) as page number `page_no`, replacing any
+    /// page stored under that number.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Full`] when it does not fit within the memory limit,
+    /// [`StoreError::OutOfMemory`] when a chunk was needed and none could be
+    /// had, [`StoreError::PageSize`] for a page that is not 4096 bytes. On
+    /// error the store is unchanged.
+    pub fn put(&self, page_no: u64, page: &[u8]) -> Result<(), StoreError> {
+        if page.len() != PAGE_SIZE {
+            return Err(StoreError::PageSize(page.len()));
+        }
+        if let Some(v) = same_filled_u64(page) {
+            let mut inner = self.inner.lock().expect("store lock");
+            // Every put keeps an entry's worth of headroom: freeing a
+            // replaced slot can add a record to the allocator's books.
+            if inner.memory_used() + ENTRY_BYTES > inner.limit {
+                return Err(StoreError::Full { limit: inner.limit });
+            }
+            inner.insert(page_no, Place::Same(v));
+            return Ok(());
+        }
+        let mut buf = [0u8; PAGE_SIZE];
+        let compressed =
+            self.with_codec(
+                |c| match c.compress(page, &mut buf[..self.huge_threshold]) {
+                    Ok(n) => Some(n),
+                    Err(CompressError::DoesNotFit { .. }) => None,
+                    Err(e) => unreachable!("a page is a valid block: {e}"),
+                },
+            );
+        let (bytes, raw) = match compressed {
+            Some(n) => (&buf[..n], false),
+            None => (page, true),
+        };
+        let mut inner = self.inner.lock().expect("store lock");
+        let slot = inner.place(bytes)?;
+        inner.insert(
+            page_no,
+            if raw {
+                Place::Raw(slot)
+            } else {
+                Place::Compressed(slot)
+            },
+        );
+        inner.grow_ahead();
+        Ok(())
+    }
+
+    /// Copies page `page_no` into `out` (4096 bytes).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`], [`StoreError::PageSize`], or
+    /// [`StoreError::Corrupt`] if the stored bytes do not decode.
+    pub fn get(&self, page_no: u64, out: &mut [u8]) -> Result<(), StoreError> {
+        if out.len() != PAGE_SIZE {
+            return Err(StoreError::PageSize(out.len()));
+        }
+        let mut buf = [0u8; PAGE_SIZE];
+        let len = {
+            let inner = self.inner.lock().expect("store lock");
+            let entry = inner
+                .table
+                .get(&page_no)
+                .ok_or(StoreError::NotFound(page_no))?;
+            match entry.place {
+                Place::Same(v) => {
+                    for w in out.chunks_exact_mut(8) {
+                        w.copy_from_slice(&v.to_le_bytes());
+                    }
+                    return Ok(());
+                }
+                Place::Raw(slot) => {
+                    out.copy_from_slice(inner.bytes(slot));
+                    return Ok(());
+                }
+                Place::Compressed(slot) => {
+                    buf[..slot.len as usize].copy_from_slice(inner.bytes(slot));
+                    slot.len as usize
+                }
+            }
+        };
+        self.with_codec(|c| c.decompress(&buf[..len], out))
+            .map_err(|source| StoreError::Corrupt {
+                page: page_no,
+                source,
+            })
+    }
+
+    /// Removes page `page_no`; returns whether it was stored.
+    pub fn remove(&self, page_no: u64) -> bool {
+        let mut inner = self.inner.lock().expect("store lock");
+        let found = inner.take(page_no);
+        inner.maybe_release();
+        found
+    }
+
+    /// Whether page `page_no` is stored.
+    pub fn contains(&self, page_no: u64) -> bool {
+        self.inner
+            .lock()
+            .expect("store lock")
+            .table
+            .contains_key(&page_no)
+    }
+
+    /// The pages stored, from the oldest put to the newest (a snapshot).
+    pub fn oldest_first(&self) -> Vec<u64> {
+        self.inner
+            .lock()
+            .expect("store lock")
+            .order
+            .values()
+            .copied()
+            .collect()
+    }
+
+    /// The page put longest ago, if any.
+    pub fn oldest(&self) -> Option<u64> {
+        self.inner
+            .lock()
+            .expect("store lock")
+            .order
+            .values()
+            .next()
+            .copied()
+    }
+
+    /// The store's counters now.
+    pub fn stats(&self) -> Stats {
+        self.inner.lock().expect("store lock").snapshot()
+    }
+
+    /// Re-places every slot to gather free space, returning pages moved.
+    /// Runs by itself when an allocation fails for fragmentation.
+    pub fn compact(&self) -> usize {
+        let mut inner = self.inner.lock().expect("store lock");
+        let moved = inner.compact();
+        inner.release_empty_chunks();
+        moved
+    }
+}
+
+impl Inner {
+    fn bytes(&self, slot: Slot) -> &[u8] {
+        let chunk = self.chunks[slot.chunk as usize]
+            .as_ref()
+            .expect("slot in a held chunk");
+        &chunk[slot.offset as usize..(slot.offset + slot.len) as usize]
+    }
+
+    fn metadata(&self) -> usize {
+        self.alloc.metadata_bytes() + self.table.len() * ENTRY_BYTES
+    }
+
+    fn memory_used(&self) -> usize {
+        self.held * self.chunk_size + self.metadata()
+    }
+
+    /// Whether one more chunk (and one more table entry) stays within the limit.
+    fn may_grow(&self) -> bool {
+        self.memory_used() + self.chunk_size + ENTRY_BYTES <= self.limit
+    }
+
+    fn add_chunk(&mut self) -> bool {
+        let Some(memory) = self.source.request(self.chunk_size) else {
+            return false;
+        };
+        let id = match self.chunks.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.chunks.push(None);
+                self.chunks.len() - 1
+            }
+        };
+        self.chunks[id] = Some(memory);
+        self.alloc.add_chunk(id as u32);
+        self.held += 1;
+        self.note_peak();
+        true
+    }
+
+    fn note_peak(&mut self) {
+        self.stats.mem_used_max = self.stats.mem_used_max.max(self.memory_used() as u64);
+    }
+
+    /// Finds a slot for `bytes` and copies them in.
+    fn place(&mut self, bytes: &[u8]) -> Result<Slot, StoreError> {
+        let len = bytes.len();
+        // The new entry's bookkeeping must fit too.
+        if self.memory_used() + ENTRY_BYTES > self.limit {
+            return Err(StoreError::Full { limit: self.limit });
+        }
+        let mut compacted = false;
+        let slot = loop {
+            if let Some(slot) = self.alloc.alloc(len) {
+                break slot;
+            }
+            // Growing is cheaper than compacting: grow while the limit allows.
+            let may_grow = self.may_grow();
+            if may_grow && self.add_chunk() {
+                continue;
+            }
+            let free = self.held * self.chunk_size - self.used;
+            if !compacted && free >= self.alloc.footprint(len) {
+                compacted = true;
+                self.compact();
+                continue;
+            }
+            self.release_empty_chunks();
+            return Err(if may_grow {
+                StoreError::OutOfMemory
+            } else {
+                StoreError::Full { limit: self.limit }
+            });
+        };
+        // Allocator bookkeeping may have grown with the slot.
+        if self.memory_used() + ENTRY_BYTES > self.limit {
+            self.alloc.free(slot);
+            self.release_empty_chunks();
+            return Err(StoreError::Full { limit: self.limit });
+        }
+        let chunk = self.chunks[slot.chunk as usize]
+            .as_mut()
+            .expect("slot in a held chunk");
+        chunk[slot.offset as usize..slot.offset as usize + len].copy_from_slice(bytes);
+        self.used += self.alloc.footprint(len);
+        Ok(slot)
+    }
+
+    /// Records `place` for `page_no`, freeing what it replaces.
+    fn insert(&mut self, page_no: u64, place: Place) {
+        let replaced = self.take(page_no);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.insert(seq, page_no);
+        self.table.insert(page_no, Entry { place, seq });
+        let s = &mut self.stats;
+        s.pages += 1;
+        s.orig_data_size += PAGE_SIZE as u64;
+        match place {
+            Place::Same(_) => s.same_pages += 1,
+            Place::Compressed(slot) => s.compr_data_size += slot.len as u64,
+            Place::Raw(slot) => {
+                s.compr_data_size += slot.len as u64;
+                s.huge_pages += 1;
+            }
+        }
+        self.note_peak();
+        if replaced {
+            self.maybe_release();
+        }
+    }
+
+    /// Forgets page `page_no` and frees its slot; whether it was stored.
+    fn take(&mut self, page_no: u64) -> bool {
+        let Some(entry) = self.table.remove(&page_no) else {
+            return false;
+        };
+        self.order.remove(&entry.seq);
+        let s = &mut self.stats;
+        s.pages -= 1;
+        s.orig_data_size -= PAGE_SIZE as u64;
+        let slot = match entry.place {
+            Place::Same(_) => {
+                s.same_pages -= 1;
+                return true;
+            }
+            Place::Compressed(slot) => slot,
+            Place::Raw(slot) => {
+                s.huge_pages -= 1;
+                slot
+            }
+        };
+        s.compr_data_size -= slot.len as u64;
+        self.used -= self.alloc.footprint(slot.len as usize);
+        self.alloc.free(slot);
+        true
+    }
+
+    /// Requests the next chunk early once the chunks are fuller than 7/8.
+    fn grow_ahead(&mut self) {
+        let held = self.held * self.chunk_size;
+        if self.used * 8 > held * 7 && self.may_grow() {
+            self.add_chunk();
+        }
+    }
+
+    /// Looks for empty chunks only when two chunks' worth of bytes are free,
+    /// the least for one to be empty beside the spare: the look is not free
+    /// (and, for the lazy buddy, coalesces its lists).
+    fn maybe_release(&mut self) {
+        if self.held * self.chunk_size - self.used >= 2 * self.chunk_size {
+            self.release_empty_chunks();
+        }
+    }
+
+    /// Returns empty chunks to the source, keeping one spare.
+    fn release_empty_chunks(&mut self) {
+        let mut spare = None;
+        while let Some(id) = self.alloc.pop_empty_chunk() {
+            if spare.is_none() {
+                spare = Some(id);
+                continue;
+            }
+            let memory = self.chunks[id as usize].take().expect("held chunk");
+            self.source.give_back(memory);
+            self.held -= 1;
+        }
+        if let Some(id) = spare {
+            self.alloc.add_chunk(id);
+        }
+    }
+
+    /// Frees and re-allocates every slot in (chunk, offset) order.
+    fn compact(&mut self) -> usize {
+        let mut placed: Vec<(Slot, u64)> = self
+            .table
+            .iter()
+            .filter_map(|(&p, e)| match e.place {
+                Place::Compressed(s) | Place::Raw(s) => Some((s, p)),
+                Place::Same(_) => None,
+            })
+            .collect();
+        placed.sort_by_key(|(s, _)| (s.chunk, s.offset));
+        let mut moved = 0;
+        let mut buf = [0u8; PAGE_SIZE];
+        for (slot, page) in placed {
+            let len = slot.len as usize;
+            buf[..len].copy_from_slice(self.bytes(slot));
+            self.alloc.free(slot);
+            // The space just freed fits the slot again, so this succeeds.
+            let new = self.alloc.alloc(len).expect("a freed slot fits again");
+            if new != slot {
+                let chunk = self.chunks[new.chunk as usize]
+                    .as_mut()
+                    .expect("slot in a held chunk");
+                chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&buf[..len]);
+                let entry = self.table.get_mut(&page).expect("entry of a placed page");
+                entry.place = match entry.place {
+                    Place::Raw(_) => Place::Raw(new),
+                    _ => Place::Compressed(new),
+                };
+                moved += 1;
+            }
+        }
+        self.stats.pages_compacted += moved as u64;
+        self.stats.compactions += 1;
+        moved
+    }
+
+    fn snapshot(&self) -> Stats {
+        let held = self.held * self.chunk_size;
+        Stats {
+            mem_used_total: held as u64,
+            metadata_bytes: self.metadata() as u64,
+            fragmentation: if held == 0 {
+                0.0
+            } else {
+                (held - self.used) as f64 / held as f64
+            },
+            ..self.stats.clone()
+        }
+    }
+}
