@@ -199,19 +199,12 @@ fn measure(
                 .zip(file.data.chunks_exact(block))
                 .position(|(a, b)| a != b)
                 .unwrap_or(0);
-            bail!(
-                "{}: block {bad} of {} did not round-trip",
-                codec.name(),
-                file.name
-            );
+            bail!("{}: block {bad} of {} did not round-trip", codec.name(), file.name);
         }
         progress.inc(1);
     }
     let raw = lens.iter().filter(|&&l| l == 0).count();
-    let compressed = lens
-        .iter()
-        .map(|&l| if l == 0 { block } else { l } as u64)
-        .sum();
+    let compressed = lens.iter().map(|&l| if l == 0 { block } else { l } as u64).sum();
     Ok(FileRun {
         compressed,
         raw,
@@ -237,11 +230,12 @@ fn selected(names: &[String]) -> anyhow::Result<Vec<&'static CodecInfo>> {
 
 /// Measures and returns one row per (file, codec) and per codec over all files.
 pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
-    if !(4..=PAGE_SIZE).contains(&opts.block)
-        || !PAGE_SIZE.is_multiple_of(opts.block)
-        || !opts.block.is_multiple_of(4)
+    if !(4..=PAGE_SIZE).contains(&opts.block) || !PAGE_SIZE.is_multiple_of(opts.block) || !opts.block.is_multiple_of(4)
     {
-        bail!("--block {} is not a block size: give a multiple of 4 that divides 4096 (64 for cache lines)", opts.block);
+        bail!(
+            "--block {} is not a block size: give a multiple of 4 that divides 4096 (64 for cache lines)",
+            opts.block
+        );
     }
     let codecs = selected(&opts.codecs)?;
     let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
@@ -255,9 +249,7 @@ pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
         Some((files.len() * codecs.len()) as u64 * opts.passes as u64),
         ProgressDrawTarget::hidden(),
     );
-    progress.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} passes, {eta} left").unwrap(),
-    );
+    progress.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} passes, {eta} left").unwrap());
     let started = Instant::now();
     let mut rows = Vec::new();
     for info in &codecs {

@@ -27,26 +27,21 @@ pub fn print<R: Row>(rows: &[R], format: Format) -> anyhow::Result<()> {
             let widths: Vec<usize> = R::headers()
                 .iter()
                 .enumerate()
-                .map(|(i, h)| {
-                    cells
-                        .iter()
-                        .map(|c| c[i].len())
-                        .max()
-                        .unwrap_or(0)
-                        .max(h.len())
-                })
+                .map(|(i, h)| cells.iter().map(|c| c[i].len()).max().unwrap_or(0).max(h.len()))
                 .collect();
             let line = |c: &[String]| {
                 c.iter()
                     .zip(&widths)
                     .enumerate()
-                    .map(|(i, (s, w))| {
-                        if i < 2 {
-                            format!("{s:<w$}")
-                        } else {
-                            format!("{s:>w$}")
-                        }
-                    })
+                    .map(
+                        |(i, (s, w))| {
+                            if i < 2 {
+                                format!("{s:<w$}")
+                            } else {
+                                format!("{s:>w$}")
+                            }
+                        },
+                    )
                     .collect::<Vec<_>>()
                     .join("  ")
             };

@@ -64,24 +64,14 @@ fn bench_reports_json_and_csv_on_any_page_folder() {
     let dir = scratch_dir("pages");
     // Two pages of real-shaped data: small integers, and text.
     let ints: Vec<u8> = (0..1024u32).flat_map(|i| (i % 300).to_le_bytes()).collect();
-    let text: Vec<u8> = b"page of text in memory "
-        .iter()
-        .copied()
-        .cycle()
-        .take(4096)
-        .collect();
+    let text: Vec<u8> = b"page of text in memory ".iter().copied().cycle().take(4096).collect();
     std::fs::write(dir.join("mixed"), [ints, text].concat()).unwrap();
     let corpus = dir.to_str().unwrap();
 
     let out = ccvm(&[
-        "bench", "codecs", "--corpus", corpus, "--codec", "wkdm", "--codec", "lz4", "--passes",
-        "1", "--json",
+        "bench", "codecs", "--corpus", corpus, "--codec", "wkdm", "--codec", "lz4", "--passes", "1", "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 4, "two codecs, one file plus the total each");
@@ -109,18 +99,9 @@ fn cache_line_blocks_are_measured_and_bad_sizes_refused() {
     let out = ccvm(&[
         "bench", "codecs", "--codec", "cpack", "--block", "64", "--passes", "1", "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let all = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["file"] == "all")
-        .unwrap();
+    let all = rows.as_array().unwrap().iter().find(|r| r["file"] == "all").unwrap();
     assert_eq!(all["block"], 64);
     // C-Pack was made for lines: real heap lines shrink.
     assert!(all["ratio"].as_f64().unwrap() > 1.3, "{all}");

@@ -36,10 +36,7 @@ fn measure(codec: &mut dyn Codec, pages: &[u8]) -> (f64, f64) {
         }
         best = best.min(t.elapsed());
     }
-    let stored: usize = lens
-        .iter()
-        .map(|&l| if l == 0 { PAGE_SIZE } else { l })
-        .sum();
+    let stored: usize = lens.iter().map(|&l| if l == 0 { PAGE_SIZE } else { l }).sum();
     (
         pages.len() as f64 / stored as f64,
         pages.len() as f64 / best.as_secs_f64() / 1e6,

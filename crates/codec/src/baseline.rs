@@ -43,11 +43,7 @@ impl Default for Lz4 {
 }
 
 /// Compresses with liblz4; shared with the hybrid codec.
-pub(crate) fn lz4_compress(
-    block: &[u8],
-    out: &mut [u8],
-    acceleration: i32,
-) -> Result<usize, CompressError> {
+pub(crate) fn lz4_compress(block: &[u8], out: &mut [u8], acceleration: i32) -> Result<usize, CompressError> {
     let cap = out.len().min(i32::MAX as usize) as c_int;
     // SAFETY: the pointers and lengths describe live, non-overlapping slices;
     // liblz4 writes at most `cap` bytes to `out`.

@@ -35,9 +35,7 @@ impl<'a> BitWriter<'a> {
         self.bits += n;
         if self.bits >= 32 {
             let Some(dst) = self.out.get_mut(self.pos..self.pos + 4) else {
-                return Err(CompressError::DoesNotFit {
-                    budget: self.out.len(),
-                });
+                return Err(CompressError::DoesNotFit { budget: self.out.len() });
             };
             dst.copy_from_slice(&(self.acc as u32).to_le_bytes());
             self.pos += 4;

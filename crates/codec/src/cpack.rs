@@ -190,9 +190,6 @@ mod tests {
         for w in line.chunks_exact_mut(4) {
             w.copy_from_slice(&0x7Fu32.to_le_bytes());
         }
-        assert_eq!(
-            c.compress(&line, &mut out).unwrap(),
-            (16 * 12usize).div_ceil(8)
-        );
+        assert_eq!(c.compress(&line, &mut out).unwrap(), (16 * 12usize).div_ceil(8));
     }
 }

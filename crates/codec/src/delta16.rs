@@ -53,10 +53,7 @@ impl Delta16 {
     /// assert!(n < 1100);
     /// ```
     pub fn new(max_bits: u32) -> Self {
-        assert!(
-            (2..=15).contains(&max_bits),
-            "MAXBITS must be 2..=15, not {max_bits}"
-        );
+        assert!((2..=15).contains(&max_bits), "MAXBITS must be 2..=15, not {max_bits}");
         Delta16 { max_bits }
     }
 }
@@ -81,9 +78,7 @@ impl Codec for Delta16 {
         *head = m as u8;
         let mut bits = BitWriter::new(body);
         let mut put = |v, n| bits.put(v, n).map_err(|_| full);
-        let mut samples = block
-            .chunks_exact(2)
-            .map(|s| u16::from_le_bytes([s[0], s[1]]));
+        let mut samples = block.chunks_exact(2).map(|s| u16::from_le_bytes([s[0], s[1]]));
         let mut prev = samples.next().unwrap_or(0);
         put(prev as u32, 16)?;
         for s in samples {

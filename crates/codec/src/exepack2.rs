@@ -157,10 +157,7 @@ impl Codec for Exepack2 {
         let (mut i, mut lit) = (0usize, 0usize);
         while i < n {
             let b = block[i];
-            let run = block[i..n.min(i + 255)]
-                .iter()
-                .take_while(|&&x| x == b)
-                .count();
+            let run = block[i..n.min(i + 255)].iter().take_while(|&&x| x == b).count();
             if run >= 5 {
                 out.roots(&block[lit..i])?;
                 out.put(&[0, run as u8, b])?;
@@ -245,11 +242,7 @@ impl Codec for Exepack2 {
                 1 => {
                     let v = b0 | (byte(i + 1)? as u32) << 8;
                     i += 2;
-                    (nroots, len, offset) = (
-                        (v >> 2 & 3) as usize,
-                        (v >> 4 & 7) as usize + 3,
-                        (v >> 7) as usize,
-                    );
+                    (nroots, len, offset) = ((v >> 2 & 3) as usize, (v >> 4 & 7) as usize + 3, (v >> 7) as usize);
                 }
                 2 => {
                     let v = b0 | (byte(i + 1)? as u32) << 8;
@@ -259,11 +252,7 @@ impl Codec for Exepack2 {
                 _ => {
                     let v = b0 | (byte(i + 1)? as u32) << 8 | (byte(i + 2)? as u32) << 16;
                     i += 3;
-                    (nroots, len, offset) = (
-                        (v >> 2 & 15) as usize,
-                        (v >> 6 & 63) as usize + 3,
-                        (v >> 12) as usize,
-                    );
+                    (nroots, len, offset) = ((v >> 2 & 15) as usize, (v >> 6 & 63) as usize + 3, (v >> 12) as usize);
                 }
             }
             let src = input.get(i..i + nroots).ok_or(DecodeError::Truncated)?;

@@ -88,22 +88,14 @@ impl Codec for Hybrid {
             return Err(CompressError::BlockSize(block.len()));
         }
         let budget = out.len();
-        let (head, body) = out
-            .split_first_mut()
-            .ok_or(CompressError::DoesNotFit { budget })?;
+        let (head, body) = out.split_first_mut().ok_or(CompressError::DoesNotFit { budget })?;
         let scale = |per_4k: usize| per_4k * block.len() / PAGE_SIZE;
-        let wk = self
-            .wk
-            .compress_projected(block, body, scale(self.abort_per_4k))
-            .ok();
+        let wk = self.wk.compress_projected(block, body, scale(self.abort_per_4k)).ok();
         if let Some(n) = wk.filter(|&n| n <= scale(self.keep_per_4k)) {
             *head = 0;
             return Ok(1 + n);
         }
-        let lz_budget = wk
-            .unwrap_or(body.len())
-            .min(body.len())
-            .min(self.scratch.len());
+        let lz_budget = wk.unwrap_or(body.len()).min(body.len()).min(self.scratch.len());
         match lz4_compress(block, &mut self.scratch[..lz_budget], 1) {
             Ok(m) if wk.is_none_or(|n| m < n) => {
                 *head = 1;

@@ -31,17 +31,10 @@ impl Iterated {
     }
 }
 
-fn record(
-    out: &mut [u8],
-    o: &mut usize,
-    iterations: usize,
-    pattern: &[u8],
-) -> Result<(), CompressError> {
+fn record(out: &mut [u8], o: &mut usize, iterations: usize, pattern: &[u8]) -> Result<(), CompressError> {
     let end = *o + RECORD + pattern.len();
     let budget = out.len();
-    let dst = out
-        .get_mut(*o..end)
-        .ok_or(CompressError::DoesNotFit { budget })?;
+    let dst = out.get_mut(*o..end).ok_or(CompressError::DoesNotFit { budget })?;
     dst[..2].copy_from_slice(&(iterations as u16).to_le_bytes());
     dst[2..4].copy_from_slice(&(pattern.len() as u16).to_le_bytes());
     dst[4..].copy_from_slice(pattern);
@@ -50,9 +43,7 @@ fn record(
 }
 
 fn literals(out: &mut [u8], o: &mut usize, bytes: &[u8]) -> Result<(), CompressError> {
-    bytes
-        .chunks(u16::MAX as usize)
-        .try_for_each(|c| record(out, o, 1, c))
+    bytes.chunks(u16::MAX as usize).try_for_each(|c| record(out, o, 1, c))
 }
 
 impl Codec for Iterated {
@@ -112,13 +103,9 @@ impl Codec for Iterated {
             let iterations = u16::from_le_bytes([h[0], h[1]]) as usize;
             let len = u16::from_le_bytes([h[2], h[3]]) as usize;
             if iterations == 0 || len == 0 {
-                return Err(DecodeError::Corrupt(
-                    "iteration record with zero count or length",
-                ));
+                return Err(DecodeError::Corrupt("iteration record with zero count or length"));
             }
-            let pattern = input
-                .get(i + RECORD..i + RECORD + len)
-                .ok_or(DecodeError::Truncated)?;
+            let pattern = input.get(i + RECORD..i + RECORD + len).ok_or(DecodeError::Truncated)?;
             let dst = block
                 .get_mut(o..o + iterations * len)
                 .ok_or(DecodeError::Corrupt("iteration record runs past the block"))?;

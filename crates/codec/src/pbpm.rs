@@ -226,9 +226,7 @@ impl Codec for Pbpm {
         let (mut ni, mut nd) = (0usize, 0usize);
         let next_index = |ni: &mut usize| -> Result<usize, DecodeError> {
             if *ni >= n_idx {
-                return Err(DecodeError::Corrupt(
-                    "more dictionary indices used than stored",
-                ));
+                return Err(DecodeError::Corrupt("more dictionary indices used than stored"));
             }
             let v = idx[*ni / 2] >> (4 * (*ni & 1)) & 15;
             *ni += 1;
@@ -276,9 +274,7 @@ impl Codec for Pbpm {
         }
         tape.finish()?;
         if ni != n_idx || (n_idx % 2 == 1 && idx[n_idx / 2] >> 4 != 0) {
-            return Err(DecodeError::Corrupt(
-                "dictionary index count does not match",
-            ));
+            return Err(DecodeError::Corrupt("dictionary index count does not match"));
         }
         if nd != data.len() {
             return Err(DecodeError::TrailingBytes(data.len() - nd));

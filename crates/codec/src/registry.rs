@@ -1,8 +1,8 @@
 //! Finding codecs by name.
 
 use crate::{
-    baseline, cpack::CPack, delta16::Delta16, exepack2::Exepack2, hybrid::Hybrid,
-    iterated::Iterated, lzrw1::Lzrw1, pbpm::Pbpm, wk, Codec,
+    baseline, cpack::CPack, delta16::Delta16, exepack2::Exepack2, hybrid::Hybrid, iterated::Iterated, lzrw1::Lzrw1,
+    pbpm::Pbpm, wk, Codec,
 };
 
 /// A codec's name, what it is, and how to make one.
@@ -122,12 +122,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Codec>, String> {
         .iter()
         .find(|c| c.name == name)
         .map(|c| (c.make)())
-        .ok_or_else(|| {
-            format!(
-                "unknown codec '{name}': choose one of {}",
-                names().join(", ")
-            )
-        })
+        .ok_or_else(|| format!("unknown codec '{name}': choose one of {}", names().join(", ")))
 }
 
 /// The names of all codecs, in [`CODECS`] order.

@@ -61,10 +61,7 @@ pub fn same_filled_u32(block: &[u8]) -> Option<u32> {
         let v = same_filled_u64(block)?;
         return (v == (first as u64) * 0x1_0000_0001).then_some(first);
     }
-    block
-        .chunks_exact(4)
-        .all(|w| w == first.to_le_bytes())
-        .then_some(first)
+    block.chunks_exact(4).all(|w| w == first.to_le_bytes()).then_some(first)
 }
 
 #[cfg(test)]

@@ -65,11 +65,7 @@ fn every_codec_round_trips_every_corpus_page() {
         // Real heaps compress; only Delta16 (made for sensor samples) and
         // the iterated format (runs only) may fail to shrink them.
         if !matches!(codec.name(), "delta16" | "iterated") {
-            assert!(
-                ratio > 1.5,
-                "{} ratio {ratio:.2} on the corpus",
-                codec.name()
-            );
+            assert!(ratio > 1.5, "{} ratio {ratio:.2} on the corpus", codec.name());
         }
     }
 }
@@ -77,18 +73,15 @@ fn every_codec_round_trips_every_corpus_page() {
 fn lcg(seed: u64) -> impl FnMut() -> u32 {
     let mut x = seed;
     move || {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (x >> 32) as u32
     }
 }
 
 /// Blocks at the edges of every format.
 fn edge_blocks(len: usize) -> Vec<(&'static str, Vec<u8>)> {
-    let words = |f: &mut dyn FnMut(usize) -> u32| -> Vec<u8> {
-        (0..len / 4).flat_map(|i| f(i).to_le_bytes()).collect()
-    };
+    let words =
+        |f: &mut dyn FnMut(usize) -> u32| -> Vec<u8> { (0..len / 4).flat_map(|i| f(i).to_le_bytes()).collect() };
     let mut r = lcg(len as u64);
     let mut r2 = lcg(99);
     vec![
@@ -102,10 +95,7 @@ fn edge_blocks(len: usize) -> Vec<(&'static str, Vec<u8>)> {
         ("random", words(&mut |_| r())),
         ("ascending", words(&mut |i| i as u32)),
         ("small ints", words(&mut |i| (i as u32 * 7) % 200)),
-        (
-            "pointers",
-            words(&mut |i| 0x7F3A_0000 + (i as u32 * 24) % 4000),
-        ),
+        ("pointers", words(&mut |i| 0x7F3A_0000 + (i as u32 * 24) % 4000)),
         // WK worst case: every word a miss with distinct upper bits.
         (
             "wk misses",
@@ -131,10 +121,7 @@ fn edge_blocks(len: usize) -> Vec<(&'static str, Vec<u8>)> {
                 .take(len)
                 .collect(),
         ),
-        (
-            "runs",
-            (0..len).map(|i| ((i / 300) % 4) as u8 * 60).collect(),
-        ),
+        ("runs", (0..len).map(|i| ((i / 300) % 4) as u8 * 60).collect()),
         // Sensor-like 16-bit data with large steps (Delta16 escapes).
         (
             "steps16",
@@ -147,18 +134,7 @@ fn edge_blocks(len: usize) -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn every_codec_round_trips_edge_blocks_of_every_size() {
-    let sizes = [
-        4usize,
-        8,
-        12,
-        60,
-        64,
-        128,
-        1020,
-        PAGE_SIZE,
-        3 * PAGE_SIZE,
-        MAX_BLOCK,
-    ];
+    let sizes = [4usize, 8, 12, 60, 64, 128, 1020, PAGE_SIZE, 3 * PAGE_SIZE, MAX_BLOCK];
     for mut codec in all_codecs() {
         for &len in &sizes {
             for (what, block) in edge_blocks(len) {
@@ -250,8 +226,7 @@ fn structured_block() -> impl Strategy<Value = Vec<u8>> {
         any::<u32>(),
     ];
     prop_oneof![
-        prop::collection::vec(word, 1..2048)
-            .prop_map(|w| w.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        prop::collection::vec(word, 1..2048).prop_map(|w| w.iter().flat_map(|x| x.to_le_bytes()).collect()),
         (1usize..1024).prop_flat_map(|n| prop::collection::vec(any::<u8>(), n * 4)),
     ]
 }

@@ -35,9 +35,7 @@ pub enum CorpusError {
     #[error("corpus folder {0} does not exist or is not a folder: pass --corpus with a folder of page files")]
     NoFolder(PathBuf),
     /// The folder holds no page files.
-    #[error(
-        "corpus folder {0} has no page files: add files of whole 4096-byte pages (raw or .zst)"
-    )]
+    #[error("corpus folder {0} has no page files: add files of whole 4096-byte pages (raw or .zst)")]
     Empty(PathBuf),
     /// A file's size is not a whole number of pages.
     #[error("{path}: {len} bytes is not a multiple of 4096: a corpus file must hold whole pages")]

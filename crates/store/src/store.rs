@@ -207,9 +207,7 @@ impl Store {
             .ok_or_else(|| ccvm_codec::by_name(&config.codec).err().unwrap_or_default())?;
         let cs = config.chunk_size;
         if !cs.is_power_of_two() || !(PAGE_SIZE..=1 << 30).contains(&cs) {
-            return Err(format!(
-                "chunk size {cs} is not a power of two from 4096 to 1 GiB"
-            ));
+            return Err(format!("chunk size {cs} is not a power of two from 4096 to 1 GiB"));
         }
         if config.huge_threshold == 0 || config.huge_threshold > PAGE_SIZE {
             return Err(format!(
@@ -279,28 +277,18 @@ impl Store {
             return Ok(());
         }
         let mut buf = [0u8; PAGE_SIZE];
-        let compressed =
-            self.with_codec(
-                |c| match c.compress(page, &mut buf[..self.huge_threshold]) {
-                    Ok(n) => Some(n),
-                    Err(CompressError::DoesNotFit { .. }) => None,
-                    Err(e) => unreachable!("a page is a valid block: {e}"),
-                },
-            );
+        let compressed = self.with_codec(|c| match c.compress(page, &mut buf[..self.huge_threshold]) {
+            Ok(n) => Some(n),
+            Err(CompressError::DoesNotFit { .. }) => None,
+            Err(e) => unreachable!("a page is a valid block: {e}"),
+        });
         let (bytes, raw) = match compressed {
             Some(n) => (&buf[..n], false),
             None => (page, true),
         };
         let mut inner = self.inner.lock().expect("store lock");
         let slot = inner.place(bytes)?;
-        inner.insert(
-            page_no,
-            if raw {
-                Place::Raw(slot)
-            } else {
-                Place::Compressed(slot)
-            },
-        );
+        inner.insert(page_no, if raw { Place::Raw(slot) } else { Place::Compressed(slot) });
         inner.grow_ahead();
         Ok(())
     }
@@ -318,10 +306,7 @@ impl Store {
         let mut buf = [0u8; PAGE_SIZE];
         let len = {
             let inner = self.inner.lock().expect("store lock");
-            let entry = inner
-                .table
-                .get(&page_no)
-                .ok_or(StoreError::NotFound(page_no))?;
+            let entry = inner.table.get(&page_no).ok_or(StoreError::NotFound(page_no))?;
             match entry.place {
                 Place::Same(v) => {
                     for w in out.chunks_exact_mut(8) {
@@ -340,10 +325,7 @@ impl Store {
             }
         };
         self.with_codec(|c| c.decompress(&buf[..len], out))
-            .map_err(|source| StoreError::Corrupt {
-                page: page_no,
-                source,
-            })
+            .map_err(|source| StoreError::Corrupt { page: page_no, source })
     }
 
     /// Removes page `page_no`; returns whether it was stored.
@@ -356,33 +338,17 @@ impl Store {
 
     /// Whether page `page_no` is stored.
     pub fn contains(&self, page_no: u64) -> bool {
-        self.inner
-            .lock()
-            .expect("store lock")
-            .table
-            .contains_key(&page_no)
+        self.inner.lock().expect("store lock").table.contains_key(&page_no)
     }
 
     /// The pages stored, from the oldest put to the newest (a snapshot).
     pub fn oldest_first(&self) -> Vec<u64> {
-        self.inner
-            .lock()
-            .expect("store lock")
-            .order
-            .values()
-            .copied()
-            .collect()
+        self.inner.lock().expect("store lock").order.values().copied().collect()
     }
 
     /// The page put longest ago, if any.
     pub fn oldest(&self) -> Option<u64> {
-        self.inner
-            .lock()
-            .expect("store lock")
-            .order
-            .values()
-            .next()
-            .copied()
+        self.inner.lock().expect("store lock").order.values().next().copied()
     }
 
     /// The store's counters now.
@@ -402,9 +368,7 @@ impl Store {
 
 impl Inner {
     fn bytes(&self, slot: Slot) -> &[u8] {
-        let chunk = self.chunks[slot.chunk as usize]
-            .as_ref()
-            .expect("slot in a held chunk");
+        let chunk = self.chunks[slot.chunk as usize].as_ref().expect("slot in a held chunk");
         &chunk[slot.offset as usize..(slot.offset + slot.len) as usize]
     }
 
@@ -479,9 +443,7 @@ impl Inner {
             self.release_empty_chunks();
             return Err(StoreError::Full { limit: self.limit });
         }
-        let chunk = self.chunks[slot.chunk as usize]
-            .as_mut()
-            .expect("slot in a held chunk");
+        let chunk = self.chunks[slot.chunk as usize].as_mut().expect("slot in a held chunk");
         chunk[slot.offset as usize..slot.offset as usize + len].copy_from_slice(bytes);
         self.used += self.alloc.footprint(len);
         Ok(slot)
@@ -591,9 +553,7 @@ impl Inner {
             // The space just freed fits the slot again, so this succeeds.
             let new = self.alloc.alloc(len).expect("a freed slot fits again");
             if new != slot {
-                let chunk = self.chunks[new.chunk as usize]
-                    .as_mut()
-                    .expect("slot in a held chunk");
+                let chunk = self.chunks[new.chunk as usize].as_mut().expect("slot in a held chunk");
                 chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&buf[..len]);
                 let entry = self.table.get_mut(&page).expect("entry of a placed page");
                 entry.place = match entry.place {

@@ -84,15 +84,9 @@ fn run(
                 }
             }
             5..=7 => match (store.get(page_no, &mut out), model.get(&page_no)) {
-                (Ok(()), Some(want)) => assert!(
-                    out == *want,
-                    "{allocator}: page {page_no} differs at op {i}"
-                ),
+                (Ok(()), Some(want)) => assert!(out == *want, "{allocator}: page {page_no} differs at op {i}"),
                 (Err(StoreError::NotFound(_)), None) => {}
-                (got, want) => panic!(
-                    "{allocator}: op {i}: store {got:?}, model has page: {}",
-                    want.is_some()
-                ),
+                (got, want) => panic!("{allocator}: op {i}: store {got:?}, model has page: {}", want.is_some()),
             },
             8 => assert_eq!(
                 store.remove(page_no),
@@ -123,12 +117,7 @@ fn run(
     }
     let empty = store.stats();
     assert_eq!(
-        (
-            empty.pages,
-            empty.compr_data_size,
-            empty.same_pages,
-            empty.huge_pages
-        ),
+        (empty.pages, empty.compr_data_size, empty.same_pages, empty.huge_pages),
         (0, 0, 0, 0)
     );
     assert!(
@@ -151,14 +140,7 @@ fn real_pages() -> Vec<Page> {
 fn agrees_with_a_hashmap_without_a_limit() {
     let real = real_pages();
     for info in ALLOCATORS {
-        let (seen, stats) = run(
-            info.name,
-            usize::MAX,
-            Box::new(HeapChunks),
-            250_000,
-            &real,
-            1,
-        );
+        let (seen, stats) = run(info.name, usize::MAX, Box::new(HeapChunks), 250_000, &real, 1);
         assert_eq!((seen.refusals, seen.out_of_memory), (0, 0));
         assert!(
             stats.pages > 1000 && stats.same_pages > 0 && stats.huge_pages > 0,
@@ -173,14 +155,7 @@ fn agrees_with_a_hashmap_under_a_tight_limit() {
     let real = real_pages();
     for info in ALLOCATORS {
         // About 1.5 MB: room for a few hundred of the 3000 page numbers.
-        let (seen, stats) = run(
-            info.name,
-            1_500_000,
-            Box::new(HeapChunks),
-            250_000,
-            &real,
-            2,
-        );
+        let (seen, stats) = run(info.name, 1_500_000, Box::new(HeapChunks), 250_000, &real, 2);
         assert!(seen.refusals > 1000, "{}: {seen:?}", info.name);
         assert!(
             stats.compactions > 0 && stats.pages_compacted > 0,

@@ -90,10 +90,7 @@ unsafe fn mask_of(v: __m256i) -> usize {
 #[inline(always)]
 unsafe fn slots(w: __m256i) -> __m256i {
     let h = _mm256_srli_epi32(
-        _mm256_mullo_epi32(
-            _mm256_srli_epi32(w, 10),
-            _mm256_set1_epi32(0x9E37_79B1u32 as i32),
-        ),
+        _mm256_mullo_epi32(_mm256_srli_epi32(w, 10), _mm256_set1_epi32(0x9E37_79B1u32 as i32)),
         28,
     );
     let z = _mm256_cmpeq_epi32(w, _mm256_setzero_si256());
@@ -140,17 +137,15 @@ pub(crate) unsafe fn classify(
     from: usize,
     to: usize,
 ) {
-    debug_assert!(
-        to * 4 <= block.len() && to <= prev.len() && to <= slots_in.len() && from.is_multiple_of(8)
-    );
+    debug_assert!(to * 4 <= block.len() && to <= prev.len() && to <= slots_in.len() && from.is_multiple_of(8));
     let (mut ni, mut nl, mut nf) = (seg.n_idx, seg.n_low, seg.n_full);
     debug_assert!(seg.full.len() >= nf + (to - from) + 8);
     let zero = _mm256_setzero_si256();
     let low_mask = _mm256_set1_epi32(LOW_MASK as i32);
     // Low byte of each 32-bit lane to the first four bytes of its 128-bit half.
     let bytes = _mm256_setr_epi8(
-        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, -1, -1,
+        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1,
     );
     let halves = _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0);
     let mut i = from;
@@ -174,8 +169,7 @@ pub(crate) unsafe fn classify(
         _mm256_storeu_si256(seg.full.as_mut_ptr().add(nf) as *mut __m256i, full);
         nf += m_miss.count_ones() as usize;
 
-        let low =
-            _mm256_permutevar8x32_epi32(_mm256_and_si256(w, low_mask), perm(m_partial, &LEFT_PACK));
+        let low = _mm256_permutevar8x32_epi32(_mm256_and_si256(w, low_mask), perm(m_partial, &LEFT_PACK));
         _mm256_storeu_si256(seg.low.as_mut_ptr().add(nl) as *mut __m256i, low);
         nl += m_partial.count_ones() as usize;
 
@@ -212,9 +206,7 @@ pub(crate) unsafe fn expand(
     masks: &mut [u32],
     to: usize,
 ) {
-    debug_assert!(
-        tags.len() * 4 >= to && slots_out.len() >= to && values.len() >= to && masks.len() >= to
-    );
+    debug_assert!(tags.len() * 4 >= to && slots_out.len() >= to && values.len() >= to && masks.len() >= to);
     let [mut ni, mut nl, mut nf] = *counts;
     let shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     let three = _mm256_set1_epi32(3);
@@ -229,21 +221,14 @@ pub(crate) unsafe fn expand(
         let is_miss = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(1));
         let is_partial = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(2));
         let is_exact = _mm256_cmpeq_epi32(t, three);
-        let (m_miss, m_partial, m_exact) =
-            (mask_of(is_miss), mask_of(is_partial), mask_of(is_exact));
+        let (m_miss, m_partial, m_exact) = (mask_of(is_miss), mask_of(is_partial), mask_of(is_exact));
         let m_match = m_partial | m_exact;
 
         let f = _mm256_loadu_si256(seg.full.as_ptr().add(nf) as *const __m256i);
-        let f = _mm256_and_si256(
-            _mm256_permutevar8x32_epi32(f, perm(m_miss, &EXPAND)),
-            is_miss,
-        );
+        let f = _mm256_and_si256(_mm256_permutevar8x32_epi32(f, perm(m_miss, &EXPAND)), is_miss);
         nf += m_miss.count_ones() as usize;
         let l = _mm256_loadu_si256(seg.low.as_ptr().add(nl) as *const __m256i);
-        let l = _mm256_and_si256(
-            _mm256_permutevar8x32_epi32(l, perm(m_partial, &EXPAND)),
-            is_partial,
-        );
+        let l = _mm256_and_si256(_mm256_permutevar8x32_epi32(l, perm(m_partial, &EXPAND)), is_partial);
         nl += m_partial.count_ones() as usize;
         let x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(seg.idx.as_ptr().add(ni) as *const __m128i));
         let x = _mm256_permutevar8x32_epi32(x, perm(m_match, &EXPAND));
@@ -252,10 +237,7 @@ pub(crate) unsafe fn expand(
         // Partial: x | x << 8; exact: x | SINK << 8; miss: ZERO_SLOT | slot << 8.
         let stored = _mm256_blendv_epi8(_mm256_slli_epi32(x, 8), sink, is_exact);
         let h = _mm256_or_si256(x, stored);
-        let miss = _mm256_or_si256(
-            _mm256_set1_epi32(ZERO_SLOT as i32),
-            _mm256_slli_epi32(slots(f), 8),
-        );
+        let miss = _mm256_or_si256(_mm256_set1_epi32(ZERO_SLOT as i32), _mm256_slli_epi32(slots(f), 8));
         let h = _mm256_blendv_epi8(h, miss, is_miss);
         let h = _mm256_blendv_epi8(h, zero_sink, is_zero);
         let v = _mm256_or_si256(f, l);
@@ -287,10 +269,7 @@ pub(crate) unsafe fn pack_nibbles(src: &[u8], dst: &mut [u8]) -> usize {
         let pairs = _mm256_maddubs_epi16(v, weights);
         let packed = _mm256_packus_epi16(pairs, pairs);
         let packed = _mm256_permute4x64_epi64(packed, 0b1000);
-        _mm_storeu_si128(
-            dst.as_mut_ptr().add(j) as *mut __m128i,
-            _mm256_castsi256_si128(packed),
-        );
+        _mm_storeu_si128(dst.as_mut_ptr().add(j) as *mut __m128i, _mm256_castsi256_si128(packed));
         j += 16;
     }
     j
@@ -313,10 +292,7 @@ pub(crate) unsafe fn unpack_nibbles(src: &[u8], dst: &mut [u8]) -> usize {
         let v = _mm_loadu_si128(src.as_ptr().add(j) as *const __m128i);
         let lo = _mm_and_si128(v, low4);
         let hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
-        _mm_storeu_si128(
-            dst.as_mut_ptr().add(2 * j) as *mut __m128i,
-            _mm_unpacklo_epi8(lo, hi),
-        );
+        _mm_storeu_si128(dst.as_mut_ptr().add(2 * j) as *mut __m128i, _mm_unpacklo_epi8(lo, hi));
         _mm_storeu_si128(
             dst.as_mut_ptr().add(2 * j + 16) as *mut __m128i,
             _mm_unpackhi_epi8(lo, hi),
@@ -344,14 +320,7 @@ pub(crate) unsafe fn hash(_: &[u8], _: &mut [u32], _: usize, _: usize) {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) unsafe fn classify(
-    _: &[u8],
-    _: &[u32],
-    _: &[u32],
-    _: &mut Segments,
-    _: usize,
-    _: usize,
-) {
+pub(crate) unsafe fn classify(_: &[u8], _: &[u32], _: &[u32], _: &mut Segments, _: usize, _: usize) {
     unreachable!("no AVX2 on this architecture")
 }
 

@@ -91,30 +91,16 @@ impl WkDm {
 
 /// Pass 1, scalar: slots of words `from..to`.
 fn hash_scalar(block: &[u8], slots: &mut [u32], from: usize, to: usize) {
-    for (s, c) in slots[from..to]
-        .iter_mut()
-        .zip(block[from * 4..to * 4].chunks_exact(4))
-    {
+    for (s, c) in slots[from..to].iter_mut().zip(block[from * 4..to * 4].chunks_exact(4)) {
         *s = slot(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
     }
 }
 
 /// Pass 2: each word's candidate, updating the dictionary.
 #[inline(always)]
-fn candidates(
-    block: &[u8],
-    slots: &[u32],
-    prev: &mut [u32],
-    dict: &mut [u32; 32],
-    from: usize,
-    to: usize,
-) {
+fn candidates(block: &[u8], slots: &[u32], prev: &mut [u32], dict: &mut [u32; 32], from: usize, to: usize) {
     let words = block[from * 4..to * 4].chunks_exact(4);
-    for ((&h, p), c) in slots[from..to]
-        .iter()
-        .zip(prev[from..to].iter_mut())
-        .zip(words)
-    {
+    for ((&h, p), c) in slots[from..to].iter().zip(prev[from..to].iter_mut()).zip(words) {
         let h = (h & 31) as usize;
         *p = dict[h];
         dict[h] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -123,14 +109,7 @@ fn candidates(
 
 /// Pass 3, scalar: classifies words `from..to` (`from` a multiple of 8),
 /// writing tags and appending to the segments.
-fn classify_scalar(
-    block: &[u8],
-    slots: &[u32],
-    prev: &[u32],
-    seg: &mut Segments,
-    from: usize,
-    to: usize,
-) {
+fn classify_scalar(block: &[u8], slots: &[u32], prev: &[u32], seg: &mut Segments, from: usize, to: usize) {
     let (mut ni, mut nl, mut nf) = (seg.n_idx, seg.n_low, seg.n_full);
     let mut i = from;
     while i < to {
@@ -159,14 +138,7 @@ fn classify_scalar(
 }
 
 /// Expansion, scalar: per-word slots, value and mask for words `from..to`.
-fn expand_scalar(
-    tags: &[u8],
-    seg: &Segments,
-    counts: &mut [usize; 3],
-    lanes: [&mut [u32]; 3],
-    from: usize,
-    to: usize,
-) {
+fn expand_scalar(tags: &[u8], seg: &Segments, counts: &mut [usize; 3], lanes: [&mut [u32]; 3], from: usize, to: usize) {
     let [ni, nl, nf] = counts;
     let [slots, values, masks] = lanes;
     for i in from..to {
@@ -207,11 +179,7 @@ impl WkDm {
         let mut dict = [0u32; 32];
         for from in (0..words).step_by(CHUNK) {
             let to = (from + CHUNK).min(words);
-            let vec_to = if self.avx2 {
-                from + (to - from) / 8 * 8
-            } else {
-                from
-            };
+            let vec_to = if self.avx2 { from + (to - from) / 8 * 8 } else { from };
             if vec_to > from {
                 // SAFETY: AVX2 is present (checked when the codec was made);
                 // the ranges are within the block and the scratch arrays.
@@ -266,18 +234,10 @@ impl Codec for WkDm {
                 )
             };
         }
-        let lanes = [
-            &mut self.lane_a[..],
-            &mut self.lane_b[..],
-            &mut self.lane_c[..],
-        ];
+        let lanes = [&mut self.lane_a[..], &mut self.lane_b[..], &mut self.lane_c[..]];
         expand_scalar(tags, &self.seg, &mut counts, lanes, vec_to, words);
         let mut dict = [0u32; 32];
-        let lanes = self
-            .lane_a
-            .iter()
-            .zip(self.lane_b.iter())
-            .zip(self.lane_c.iter());
+        let lanes = self.lane_a.iter().zip(self.lane_b.iter()).zip(self.lane_c.iter());
         for (out, ((&h, &v), &m)) in block.chunks_exact_mut(4).zip(lanes) {
             let w = (dict[(h & 31) as usize] & m) | v;
             dict[(h >> 8 & 31) as usize] = w;

@@ -115,10 +115,7 @@ impl Segments {
         } else {
             0
         };
-        for (o, pair) in idx_out[done..]
-            .iter_mut()
-            .zip(self.idx[2 * done..].chunks_exact(2))
-        {
+        for (o, pair) in idx_out[done..].iter_mut().zip(self.idx[2 * done..].chunks_exact(2)) {
             *o = pair[0] | pair[1] << 4;
         }
         let (low_out, full_out) = rest.split_at_mut(4 * low_words);
@@ -137,11 +134,7 @@ impl Segments {
     /// Validates `input` as the segments of a `words`-word block, unpacks
     /// indices, low bits and full words into scratch (with zeroed slack),
     /// and returns the packed tags.
-    pub(crate) fn unpack<'a>(
-        &mut self,
-        input: &'a [u8],
-        words: usize,
-    ) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn unpack<'a>(&mut self, input: &'a [u8], words: usize) -> Result<&'a [u8], DecodeError> {
         let tag_bytes = words.div_ceil(4);
         let tags = input.get(1..1 + tag_bytes).ok_or(DecodeError::Truncated)?;
         if !words.is_multiple_of(4) && tags[tag_bytes - 1] >> (2 * (words % 4)) != 0 {
@@ -173,10 +166,7 @@ impl Segments {
         } else {
             0
         };
-        for (pair, &b) in self.idx[2 * done..]
-            .chunks_exact_mut(2)
-            .zip(&idx_in[done..])
-        {
+        for (pair, &b) in self.idx[2 * done..].chunks_exact_mut(2).zip(&idx_in[done..]) {
             pair[0] = b & 15;
             pair[1] = b >> 4;
         }

@@ -6,9 +6,7 @@
 //! entry's position *before* it moves to the front, which the decoder knows
 //! too, so both sides keep identical dictionaries.
 
-use super::{
-    decompress_same, hash_upper, start_compress, Segments, EXACT, LOW_MASK, MISS, PARTIAL, ZERO,
-};
+use super::{decompress_same, hash_upper, start_compress, Segments, EXACT, LOW_MASK, MISS, PARTIAL, ZERO};
 use crate::{Codec, CompressError, DecodeError};
 
 /// WK4x4 codec (paper 000, §2.3). See the [module docs](super) for the format.
@@ -25,9 +23,7 @@ impl Default for Wk4x4 {
 impl Wk4x4 {
     /// Makes a WK4x4 codec with working memory for the largest block.
     pub fn new() -> Self {
-        Wk4x4 {
-            seg: Segments::new(),
-        }
+        Wk4x4 { seg: Segments::new() }
     }
 }
 

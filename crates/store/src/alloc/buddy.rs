@@ -78,12 +78,8 @@ impl SlotAllocator for Buddy {
         let mut order = Self::order_of(slot.len as usize);
         let (chunk, mut offset) = (slot.chunk, slot.offset);
         let used = self.used.get_mut(&chunk).expect("slot of a held chunk");
-        *used = used
-            .checked_sub(1 << order)
-            .expect("freeing more than is in use");
-        while order < self.max_order
-            && self.free[order as usize].remove(&(chunk, offset ^ (1 << order)))
-        {
+        *used = used.checked_sub(1 << order).expect("freeing more than is in use");
+        while order < self.max_order && self.free[order as usize].remove(&(chunk, offset ^ (1 << order))) {
             offset &= !(1 << order);
             order += 1;
         }

@@ -149,10 +149,7 @@ pub fn by_name(name: &str, chunk_size: usize) -> Result<Box<dyn SlotAllocator>, 
         .map(|a| (a.make)(chunk_size))
         .ok_or_else(|| {
             let names: Vec<_> = ALLOCATORS.iter().map(|a| a.name).collect();
-            format!(
-                "unknown allocator '{name}': choose one of {}",
-                names.join(", ")
-            )
+            format!("unknown allocator '{name}': choose one of {}", names.join(", "))
         })
 }
 

@@ -29,28 +29,17 @@ fn ops(chunk: usize) -> impl Strategy<Value = Vec<Op>> {
 /// Longest run of free bytes in any chunk of the model.
 fn largest_gap(held: &BTreeMap<u32, Vec<bool>>) -> usize {
     held.values()
-        .map(|bytes| {
-            bytes
-                .split(|&used| used)
-                .map(|run| run.len())
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|bytes| bytes.split(|&used| used).map(|run| run.len()).max().unwrap_or(0))
         .max()
         .unwrap_or(0)
 }
 
 fn mark(held: &mut BTreeMap<u32, Vec<bool>>, slot: Slot, footprint: usize, used: bool) {
-    let bytes = held
-        .get_mut(&slot.chunk)
-        .expect("slot in a chunk the model holds");
+    let bytes = held.get_mut(&slot.chunk).expect("slot in a chunk the model holds");
     let range = slot.offset as usize..slot.offset as usize + footprint;
     assert!(range.end <= bytes.len(), "{slot:?} runs past its chunk");
     for b in &mut bytes[range] {
-        assert_ne!(
-            *b, used,
-            "{slot:?} overlaps another slot, or frees free bytes"
-        );
+        assert_ne!(*b, used, "{slot:?} overlaps another slot, or frees free bytes");
         *b = used;
     }
 }
@@ -70,10 +59,7 @@ fn check(mut a: Box<dyn SlotAllocator>, ops: &[Op]) {
                     None => {
                         if a.name() == "rm" {
                             // First fit refuses only when no gap is big enough.
-                            assert!(
-                                largest_gap(&held) < fp,
-                                "rm refused {len} bytes with room left"
-                            );
+                            assert!(largest_gap(&held) < fp, "rm refused {len} bytes with room left");
                         }
                         a.add_chunk(next_chunk);
                         held.insert(next_chunk, vec![false; chunk]);
@@ -95,10 +81,7 @@ fn check(mut a: Box<dyn SlotAllocator>, ops: &[Op]) {
             Op::ReturnEmpty => {
                 while let Some(c) = a.pop_empty_chunk() {
                     let bytes = held.remove(&c).expect("returned chunk was held");
-                    assert!(
-                        bytes.iter().all(|&u| !u),
-                        "chunk {c} returned with slots in use"
-                    );
+                    assert!(bytes.iter().all(|&u| !u), "chunk {c} returned with slots in use");
                 }
             }
         }

@@ -70,9 +70,7 @@ impl SlotAllocator for ResourceMap {
         let (chunk, mut offset) = (slot.chunk, slot.offset);
         let mut len = round_up(slot.len as usize) as u32;
         let used = self.used.get_mut(&chunk).expect("slot of a held chunk");
-        *used = used
-            .checked_sub(len as usize)
-            .expect("freeing more than is in use");
+        *used = used.checked_sub(len as usize).expect("freeing more than is in use");
         // Merge with the extent that follows, then with the one before.
         if let Some(next) = self.free.remove(&(chunk, offset + len)) {
             len += next;
@@ -97,11 +95,7 @@ impl SlotAllocator for ResourceMap {
         let (&chunk, _) = self.used.iter().rev().find(|(_, &u)| u == 0)?;
         self.used.remove(&chunk);
         let whole = self.free.remove(&(chunk, 0));
-        debug_assert_eq!(
-            whole,
-            Some(self.chunk_size as u32),
-            "an empty chunk is one extent"
-        );
+        debug_assert_eq!(whole, Some(self.chunk_size as u32), "an empty chunk is one extent");
         Some(chunk)
     }
 

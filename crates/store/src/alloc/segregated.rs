@@ -136,8 +136,7 @@ impl SlotAllocator for Segregated {
         }
         if self.free[order as usize].is_empty() {
             let (chunk, u) = self.take_units(1)?;
-            self.units
-                .insert((chunk, u), Unit::Carved { order, used: 0 });
+            self.units.insert((chunk, u), Unit::Carved { order, used: 0 });
             let base = u * self.unit as u32;
             for k in 0..(self.unit / block) as u32 {
                 self.free[order as usize].insert((chunk, base + k * block as u32));
@@ -166,13 +165,7 @@ impl SlotAllocator for Segregated {
             Some(Unit::Carved { order, used }) => {
                 self.free[order as usize].insert((chunk, offset));
                 if used > 1 {
-                    self.units.insert(
-                        (chunk, u),
-                        Unit::Carved {
-                            order,
-                            used: used - 1,
-                        },
-                    );
+                    self.units.insert((chunk, u), Unit::Carved { order, used: used - 1 });
                 } else {
                     // The whole unit is free: uncarve it.
                     let base = u * self.unit as u32;
@@ -193,10 +186,7 @@ impl SlotAllocator for Segregated {
     }
 
     fn add_chunk(&mut self, chunk: u32) {
-        assert!(
-            self.chunks.insert(chunk, 0).is_none(),
-            "chunk {chunk} is already held"
-        );
+        assert!(self.chunks.insert(chunk, 0).is_none(), "chunk {chunk} is already held");
         for u in 0..self.units_per_chunk() {
             self.free_units.insert((chunk, u));
         }
@@ -216,7 +206,6 @@ impl SlotAllocator for Segregated {
     }
 
     fn metadata_bytes(&self) -> usize {
-        (self.free_units.len() + self.free.iter().map(|f| f.len()).sum::<usize>()) * 16
-            + self.units.len() * 24
+        (self.free_units.len() + self.free.iter().map(|f| f.len()).sum::<usize>()) * 16 + self.units.len() * 24
     }
 }

@@ -59,11 +59,7 @@ impl SizeClasses {
             .map(|size| {
                 // Fewest wasted bytes per span byte; ties to the shorter span.
                 let span_pages = (1..=max_pages)
-                    .min_by(|&a, &b| {
-                        ((a * PAGE) % size * b)
-                            .cmp(&((b * PAGE) % size * a))
-                            .then(a.cmp(&b))
-                    })
+                    .min_by(|&a, &b| ((a * PAGE) % size * b).cmp(&((b * PAGE) % size * a)).then(a.cmp(&b)))
                     .unwrap_or(1);
                 Class {
                     size,
@@ -109,11 +105,7 @@ impl SizeClasses {
     /// The span holding byte `offset` of `chunk`.
     fn span_of(&self, chunk: u32, offset: u32) -> (u32, u32) {
         let page = offset / PAGE as u32;
-        let (&key, _) = self
-            .spans
-            .range(..=(chunk, page))
-            .next_back()
-            .expect("slot in a span");
+        let (&key, _) = self.spans.range(..=(chunk, page)).next_back().expect("slot in a span");
         debug_assert_eq!(key.0, chunk);
         key
     }
@@ -184,10 +176,7 @@ impl SlotAllocator for SizeClasses {
     }
 
     fn add_chunk(&mut self, chunk: u32) {
-        assert!(
-            self.chunks.insert(chunk, 0).is_none(),
-            "chunk {chunk} is already held"
-        );
+        assert!(self.chunks.insert(chunk, 0).is_none(), "chunk {chunk} is already held");
         for p in 0..(self.chunk_size / PAGE) as u32 {
             self.free_pages.insert((chunk, p));
         }
@@ -211,7 +200,6 @@ impl SlotAllocator for SizeClasses {
     }
 
     fn metadata_bytes(&self) -> usize {
-        (self.free_pages.len() + self.classes.iter().map(|c| c.free.len()).sum::<usize>()) * 16
-            + self.spans.len() * 32
+        (self.free_pages.len() + self.classes.iter().map(|c| c.free.len()).sum::<usize>()) * 16 + self.spans.len() * 32
     }
 }
