@@ -4,6 +4,7 @@
 //! owns argument parsing, progress display and report formatting only.
 
 mod bench_codecs;
+mod bench_store;
 mod report;
 
 use std::path::PathBuf;
@@ -37,6 +38,30 @@ enum Command {
 enum BenchCommand {
     /// Compression ratio and speed of each codec on folders of real memory pages.
     Codecs(BenchCodecsArgs),
+    /// Memory efficiency and speed of the compressed page store, per allocator and chunk size.
+    Store(BenchStoreArgs),
+}
+
+#[derive(Args)]
+struct BenchStoreArgs {
+    /// Folder of page files (whole 4096-byte pages; .zst files are decompressed). Default: the bundled corpus.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Allocator to measure (repeatable). Default: all.
+    #[arg(long = "allocator", value_name = "NAME")]
+    allocators: Vec<String>,
+    /// Codec the store compresses with.
+    #[arg(long, default_value = "lz4")]
+    codec: String,
+    /// Chunk size in bytes (repeatable): a power of two from 4096.
+    #[arg(long = "chunk", value_name = "BYTES", default_values_t = [65536usize])]
+    chunks: Vec<usize>,
+    /// Print JSON instead of a table.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV instead of a table.
+    #[arg(long)]
+    csv: bool,
 }
 
 /// Output format of a report.
@@ -104,6 +129,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 block: args.block,
             };
             bench_codecs::run(&opts, args.format())
+        }
+        Command::Bench(BenchCommand::Store(args)) => {
+            let format = if args.json {
+                Format::Json
+            } else if args.csv {
+                Format::Csv
+            } else {
+                Format::Table
+            };
+            let opts = bench_store::Options {
+                corpus: args.corpus,
+                allocators: args.allocators,
+                codec: args.codec,
+                chunks: args.chunks,
+            };
+            bench_store::run(&opts, format)
         }
         Command::Codecs => {
             for c in ccvm_codec::CODECS {

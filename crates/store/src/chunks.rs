@@ -13,12 +13,23 @@ pub trait ChunkSource: Send {
 }
 
 /// Chunks from the heap; never fails short of the process running out.
+///
+/// Chunks are touched page by page when requested: zeroed heap memory is
+/// mapped lazily, and without this the first put into each page of a chunk
+/// would take the page fault. Requested ahead of need, a chunk's faults are
+/// paid before any put waits on them.
 #[derive(Default)]
 pub struct HeapChunks;
 
 impl ChunkSource for HeapChunks {
     fn request(&mut self, bytes: usize) -> Option<Box<[u8]>> {
-        Some(vec![0u8; bytes].into_boxed_slice())
+        let mut chunk = vec![0u8; bytes].into_boxed_slice();
+        for page in chunk.chunks_mut(4096) {
+            // SAFETY: a valid, exclusively borrowed byte; volatile so the
+            // store of a zero into zeroed memory is not optimised away.
+            unsafe { std::ptr::write_volatile(page.as_mut_ptr(), 0) };
+        }
+        Some(chunk)
     }
 }
 

@@ -3,9 +3,11 @@
 //! found it the most memory-efficient of the allocators it measured and,
 //! with chunks of 16 KiB or more, as fast as the others: CRAMES's default.
 //!
-//! Choice: extents are ordered by (chunk, offset), so first fit fills the
+//! Choices: extents are ordered by (chunk, offset), so first fit fills the
 //! oldest chunks first and leaves the newest ones to drain and be given
-//! back. A per-chunk count of bytes in use finds empty chunks.
+//! back. Per chunk the map keeps the bytes in use (to find empty chunks)
+//! and the longest free extent, so first fit skips every chunk that cannot
+//! hold the slot instead of walking all of its extents.
 
 use std::collections::BTreeMap;
 
@@ -16,8 +18,11 @@ pub struct ResourceMap {
     chunk_size: usize,
     /// Free extents: (chunk, offset) → length.
     free: BTreeMap<(u32, u32), u32>,
-    /// Bytes in use per chunk held.
-    used: BTreeMap<u32, usize>,
+    /// Per chunk number: the longest free extent (0 for chunks not held),
+    /// kept in a flat array so first fit finds a chunk in one quick scan.
+    longest: Vec<u32>,
+    /// Per chunk number: bytes in use, or `None` for chunks not held.
+    used: Vec<Option<usize>>,
 }
 
 impl ResourceMap {
@@ -34,8 +39,17 @@ impl ResourceMap {
         ResourceMap {
             chunk_size,
             free: BTreeMap::new(),
-            used: BTreeMap::new(),
+            longest: Vec::new(),
+            used: Vec::new(),
         }
+    }
+
+    fn used(&mut self, chunk: u32) -> &mut usize {
+        self.used[chunk as usize].as_mut().expect("a chunk the map holds")
+    }
+
+    fn extents(&self, chunk: u32) -> std::collections::btree_map::Range<'_, (u32, u32), u32> {
+        self.free.range((chunk, 0)..=(chunk, u32::MAX))
     }
 }
 
@@ -53,12 +67,19 @@ impl SlotAllocator for ResourceMap {
             return None;
         }
         let need = round_up(len) as u32;
-        let (&(chunk, offset), &have) = self.free.iter().find(|(_, &l)| l >= need)?;
+        let chunk = self.longest.iter().position(|&l| l >= need)? as u32;
+        let (&(_, offset), &have) = self
+            .extents(chunk)
+            .find(|(_, &l)| l >= need)
+            .expect("the longest extent fits");
         self.free.remove(&(chunk, offset));
         if have > need {
             self.free.insert((chunk, offset + need), have - need);
         }
-        *self.used.get_mut(&chunk).expect("extent of a held chunk") += need as usize;
+        *self.used(chunk) += need as usize;
+        if have == self.longest[chunk as usize] {
+            self.longest[chunk as usize] = self.extents(chunk).map(|(_, &l)| l).max().unwrap_or(0);
+        }
         Some(Slot {
             chunk,
             offset,
@@ -69,7 +90,7 @@ impl SlotAllocator for ResourceMap {
     fn free(&mut self, slot: Slot) {
         let (chunk, mut offset) = (slot.chunk, slot.offset);
         let mut len = round_up(slot.len as usize) as u32;
-        let used = self.used.get_mut(&chunk).expect("slot of a held chunk");
+        let used = self.used(chunk);
         *used = used.checked_sub(len as usize).expect("freeing more than is in use");
         // Merge with the extent that follows, then with the one before.
         if let Some(next) = self.free.remove(&(chunk, offset + len)) {
@@ -83,17 +104,26 @@ impl SlotAllocator for ResourceMap {
             }
         }
         self.free.insert((chunk, offset), len);
+        let longest = &mut self.longest[chunk as usize];
+        *longest = (*longest).max(len);
     }
 
     fn add_chunk(&mut self, chunk: u32) {
-        let fresh = self.used.insert(chunk, 0).is_none();
-        assert!(fresh, "chunk {chunk} is already held");
+        let c = chunk as usize;
+        if self.used.len() <= c {
+            self.used.resize(c + 1, None);
+            self.longest.resize(c + 1, 0);
+        }
+        assert!(self.used[c].is_none(), "chunk {chunk} is already held");
+        self.used[c] = Some(0);
+        self.longest[c] = self.chunk_size as u32;
         self.free.insert((chunk, 0), self.chunk_size as u32);
     }
 
     fn pop_empty_chunk(&mut self) -> Option<u32> {
-        let (&chunk, _) = self.used.iter().rev().find(|(_, &u)| u == 0)?;
-        self.used.remove(&chunk);
+        let chunk = self.used.iter().rposition(|&u| u == Some(0))? as u32;
+        self.used[chunk as usize] = None;
+        self.longest[chunk as usize] = 0;
         let whole = self.free.remove(&(chunk, 0));
         debug_assert_eq!(whole, Some(self.chunk_size as u32), "an empty chunk is one extent");
         Some(chunk)
@@ -105,6 +135,6 @@ impl SlotAllocator for ResourceMap {
 
     fn metadata_bytes(&self) -> usize {
         // A B-tree entry is about its key and value plus a share of a node.
-        self.free.len() * 24 + self.used.len() * 24
+        self.free.len() * 24 + self.used.len() * 20
     }
 }

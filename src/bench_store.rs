@@ -1,0 +1,221 @@
+//! `ccvm bench store`: memory efficiency and speed of the compressed page
+//! store with each allocator and chunk size, on real pages (the comparison
+//! of paper 003 Figure 3.4).
+//!
+//! Method: every corpus page is put into a fresh store (page numbers in
+//! corpus order); then a churn of as many operations as there are pages
+//! removes a random page and puts a random corpus page in its place, as
+//! swap traffic does. Reported: memory held in chunks against the
+//! compressed bytes (the allocator's overhead, as zram's `mem_used_total`
+//! against `compr_data_size`), the same with the allocator's and mapping
+//! table's bookkeeping, fragmentation after loading, at its worst during
+//! the churn and after it, and the time of each put and get of the churn
+//! (the store's steady state, as swap traffic meets it) beyond the time
+//! spent in the codec on that same call (median and 99th percentile), on
+//! one thread.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use ccvm_corpus::PAGE_SIZE;
+use ccvm_store::{alloc::ALLOCATORS, Store, StoreConfig};
+use serde::Serialize;
+
+use crate::report::{self, Row};
+use crate::Format;
+
+/// What to measure.
+pub struct Options {
+    /// Corpus folder; `None` for the bundled corpus.
+    pub corpus: Option<PathBuf>,
+    /// Allocator names; empty for all.
+    pub allocators: Vec<String>,
+    /// Codec name.
+    pub codec: String,
+    /// Chunk sizes.
+    pub chunks: Vec<usize>,
+}
+
+/// One allocator and chunk size.
+#[derive(Serialize)]
+pub struct StoreRun {
+    /// Allocator name.
+    pub allocator: String,
+    /// Chunk size, bytes.
+    pub chunk: usize,
+    /// Pages loaded.
+    pub pages: usize,
+    /// Compressed bytes after loading (slots as requested).
+    pub compressed_bytes: u64,
+    /// Chunk bytes held after loading.
+    pub mem_used: u64,
+    /// mem_used / compressed - 1, in per cent.
+    pub overhead_pct: f64,
+    /// Same, counting allocator bookkeeping and the mapping table.
+    pub overhead_with_metadata_pct: f64,
+    /// Original bytes / (chunk bytes + bookkeeping), after loading.
+    pub effective_ratio: f64,
+    /// Fragmentation after loading, per cent.
+    pub frag_loaded_pct: f64,
+    /// Worst fragmentation seen during the churn, per cent.
+    pub frag_churn_max_pct: f64,
+    /// Fragmentation after the churn, per cent.
+    pub frag_after_pct: f64,
+    /// Compactions run.
+    pub compactions: u64,
+    /// Put time beyond the codec's, median, ns.
+    pub put_ns_median: u64,
+    /// Put time beyond the codec's, 99th percentile, ns.
+    pub put_ns_p99: u64,
+    /// Get time beyond the codec's, median, ns.
+    pub get_ns_median: u64,
+    /// Get time beyond the codec's, 99th percentile, ns.
+    pub get_ns_p99: u64,
+}
+
+impl Row for StoreRun {
+    fn headers() -> &'static [&'static str] {
+        &[
+            "allocator",
+            "chunk",
+            "pages",
+            "overhead %",
+            "+meta %",
+            "eff. ratio",
+            "frag load %",
+            "frag churn max %",
+            "frag after %",
+            "put ns p50",
+            "put ns p99",
+            "get ns p50",
+            "get ns p99",
+        ]
+    }
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.allocator.clone(),
+            self.chunk.to_string(),
+            self.pages.to_string(),
+            format!("{:.2}", self.overhead_pct),
+            format!("{:.2}", self.overhead_with_metadata_pct),
+            format!("{:.3}", self.effective_ratio),
+            format!("{:.2}", self.frag_loaded_pct),
+            format!("{:.2}", self.frag_churn_max_pct),
+            format!("{:.2}", self.frag_after_pct),
+            self.put_ns_median.to_string(),
+            self.put_ns_p99.to_string(),
+            self.get_ns_median.to_string(),
+            self.get_ns_p99.to_string(),
+        ]
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    sorted
+        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(0)
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+fn measure(allocator: &str, chunk: usize, codec: &str, pages: &[&[u8]]) -> anyhow::Result<StoreRun> {
+    let config = StoreConfig {
+        codec: codec.into(),
+        allocator: allocator.into(),
+        chunk_size: chunk,
+        ..StoreConfig::default()
+    };
+    let store = Store::new(config).map_err(anyhow::Error::msg)?;
+    let mut put_ns = Vec::with_capacity(2 * pages.len());
+    let mut get_ns = Vec::with_capacity(pages.len());
+    let put = |n: u64, page: &[u8], put_ns: &mut Vec<u64>| -> anyhow::Result<()> {
+        let t = Instant::now();
+        let codec_time = store.put_measured(n, page)?;
+        put_ns.push(t.elapsed().saturating_sub(codec_time).as_nanos() as u64);
+        Ok(())
+    };
+    for (n, page) in pages.iter().enumerate() {
+        put(n as u64, page, &mut Vec::new())?;
+    }
+    let loaded = store.stats();
+    let mut out = vec![0u8; PAGE_SIZE];
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut frag_max = loaded.fragmentation;
+    for i in 0..pages.len() {
+        let n = xorshift(&mut x) % pages.len() as u64;
+        let t = Instant::now();
+        let codec_time = store.get_measured(n, &mut out)?;
+        get_ns.push(t.elapsed().saturating_sub(codec_time).as_nanos() as u64);
+        store.remove(n);
+        put(n, pages[xorshift(&mut x) as usize % pages.len()], &mut put_ns)?;
+        if i % 256 == 0 {
+            frag_max = frag_max.max(store.stats().fragmentation);
+        }
+    }
+    let after = store.stats();
+    put_ns.sort_unstable();
+    get_ns.sort_unstable();
+    let compressed = loaded.compr_data_size as f64;
+    Ok(StoreRun {
+        allocator: allocator.into(),
+        chunk,
+        pages: pages.len(),
+        compressed_bytes: loaded.compr_data_size,
+        mem_used: loaded.mem_used_total,
+        overhead_pct: (loaded.mem_used_total as f64 / compressed - 1.0) * 100.0,
+        overhead_with_metadata_pct: (loaded.memory_used() as f64 / compressed - 1.0) * 100.0,
+        effective_ratio: loaded.orig_data_size as f64 / loaded.memory_used() as f64,
+        frag_loaded_pct: loaded.fragmentation * 100.0,
+        frag_churn_max_pct: frag_max.max(after.fragmentation) * 100.0,
+        frag_after_pct: after.fragmentation * 100.0,
+        compactions: after.compactions,
+        put_ns_median: percentile(&put_ns, 0.5),
+        put_ns_p99: percentile(&put_ns, 0.99),
+        get_ns_median: percentile(&get_ns, 0.5),
+        get_ns_p99: percentile(&get_ns, 0.99),
+    })
+}
+
+/// Runs the benchmark and prints one row per allocator and chunk size.
+pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
+    let names: Vec<String> = if opts.allocators.is_empty() {
+        ALLOCATORS.iter().map(|a| a.name.to_string()).collect()
+    } else {
+        opts.allocators.clone()
+    };
+    for n in &names {
+        if !ALLOCATORS.iter().any(|a| a.name == n) {
+            bail!(ccvm_store::alloc::by_name(n, 65536).err().unwrap_or_default());
+        }
+    }
+    ccvm_codec::by_name(&opts.codec).map_err(anyhow::Error::msg)?;
+    let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
+    let files = ccvm_corpus::load_dir(&dir)?;
+    let pages: Vec<&[u8]> = files.iter().flat_map(|f| f.pages()).collect();
+    if format == Format::Table {
+        eprintln!(
+            "corpus {}: {} pages; codec {}; load, then {} get+remove+put churn steps, timed beyond the codec; one thread",
+            dir.display(),
+            pages.len(),
+            opts.codec,
+            pages.len()
+        );
+    }
+    let mut rows = Vec::new();
+    for &chunk in &opts.chunks {
+        for name in &names {
+            rows.push(
+                measure(name, chunk, &opts.codec, &pages).with_context(|| format!("{name}, {chunk}-byte chunks"))?,
+            );
+        }
+    }
+    report::print(&rows, format)
+}
