@@ -197,6 +197,15 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
         }
     }
     ccvm_codec::by_name(&opts.codec).map_err(anyhow::Error::msg)?;
+    for &chunk in &opts.chunks {
+        // Settings are checked before any work or output.
+        let config = StoreConfig {
+            codec: opts.codec.clone(),
+            chunk_size: chunk,
+            ..StoreConfig::default()
+        };
+        Store::new(config).map_err(anyhow::Error::msg)?;
+    }
     let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
     let files = ccvm_corpus::load_dir(&dir)?;
     let pages: Vec<&[u8]> = files.iter().flat_map(|f| f.pages()).collect();

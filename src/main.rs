@@ -159,7 +159,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ccvm: {e}");
+            eprintln!("ccvm: {e:#}");
             ExitCode::FAILURE
         }
     }

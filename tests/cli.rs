@@ -110,3 +110,42 @@ fn cache_line_blocks_are_measured_and_bad_sizes_refused() {
         &["--block 100", "divides 4096"],
     );
 }
+
+#[test]
+fn bench_store_reports_each_allocator_and_refuses_bad_settings() {
+    let dir = scratch_dir("store");
+    let pages: Vec<u8> = (0..64u32)
+        .flat_map(|p| (0..1024u32).flat_map(move |i| (i % (40 + p)).to_le_bytes()))
+        .collect();
+    std::fs::write(dir.join("pages"), pages).unwrap();
+    let corpus = dir.to_str().unwrap();
+    let out = ccvm(&[
+        "bench",
+        "store",
+        "--corpus",
+        corpus,
+        "--allocator",
+        "rm",
+        "--allocator",
+        "zs",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert_eq!(r["pages"], 64);
+        assert!(r["compressed_bytes"].as_u64().unwrap() < 64 * 4096 / 2, "{r}");
+        assert!(r["mem_used"].as_u64().unwrap() >= r["compressed_bytes"].as_u64().unwrap());
+    }
+    fails_with_one_line(
+        &ccvm(&["bench", "store", "--corpus", corpus, "--allocator", "slab"]),
+        &["unknown allocator 'slab'", "rm"],
+    );
+    fails_with_one_line(
+        &ccvm(&["bench", "store", "--corpus", corpus, "--chunk", "5000"]),
+        &["chunk size 5000 is not a power of two"],
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
