@@ -56,12 +56,8 @@ struct BenchStoreArgs {
     /// Chunk size in bytes (repeatable): a power of two from 4096.
     #[arg(long = "chunk", value_name = "BYTES", default_values_t = [65536usize])]
     chunks: Vec<usize>,
-    /// Print JSON instead of a table.
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    /// Print CSV instead of a table.
-    #[arg(long)]
-    csv: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// Output format of a report.
@@ -89,6 +85,13 @@ struct BenchCodecsArgs {
     /// Bytes compressed as one block: 4096 (pages) or a divisor of it, e.g. 64 for cache lines.
     #[arg(long, default_value_t = 4096)]
     block: usize,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// The output flags every report takes.
+#[derive(Args)]
+struct OutputArgs {
     /// Print JSON instead of a table.
     #[arg(long, conflicts_with = "csv")]
     json: bool,
@@ -97,7 +100,7 @@ struct BenchCodecsArgs {
     csv: bool,
 }
 
-impl BenchCodecsArgs {
+impl OutputArgs {
     fn format(&self) -> Format {
         if self.json {
             Format::Json
@@ -128,16 +131,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 passes: args.passes,
                 block: args.block,
             };
-            bench_codecs::run(&opts, args.format())
+            bench_codecs::run(&opts, args.output.format())
         }
         Command::Bench(BenchCommand::Store(args)) => {
-            let format = if args.json {
-                Format::Json
-            } else if args.csv {
-                Format::Csv
-            } else {
-                Format::Table
-            };
+            let format = args.output.format();
             let opts = bench_store::Options {
                 corpus: args.corpus,
                 allocators: args.allocators,

@@ -556,8 +556,6 @@ impl Inner {
         self.order.push_back((seq, page_no));
         self.table.insert(page_no, Entry { place, seq });
         let s = &mut self.stats;
-        s.pages += 1;
-        s.orig_data_size += PAGE_SIZE as u64;
         match place {
             Place::Same(_) => s.same_pages += 1,
             Place::Compressed(slot) => s.compr_data_size += slot.len as u64,
@@ -579,8 +577,6 @@ impl Inner {
         };
         self.drop_stale_order();
         let s = &mut self.stats;
-        s.pages -= 1;
-        s.orig_data_size -= PAGE_SIZE as u64;
         let slot = match entry.place {
             Place::Same(_) => {
                 s.same_pages -= 1;
@@ -671,6 +667,8 @@ impl Inner {
     fn snapshot(&self) -> Stats {
         let held = self.held * self.chunk_size;
         Stats {
+            pages: self.table.len() as u64,
+            orig_data_size: (self.table.len() * PAGE_SIZE) as u64,
             mem_used_total: held as u64,
             metadata_bytes: self.metadata() as u64,
             fragmentation: if held == 0 {

@@ -87,6 +87,48 @@ impl WkDm {
             avx2: simd && super::avx2::available(),
         }
     }
+
+    /// Like [`Codec::compress`], but also gives up, after each 128 words, when
+    /// the output extrapolated from the words so far exceeds `projected_limit`
+    /// bytes: the hybrid codec's cheap test that a page is LZ4's kind.
+    pub(crate) fn compress_projected(
+        &mut self,
+        block: &[u8],
+        out: &mut [u8],
+        projected_limit: usize,
+    ) -> Result<usize, CompressError> {
+        if let Some(n) = start_compress(block, out)? {
+            return Ok(n);
+        }
+        let words = block.len() / 4;
+        let budget = out.len();
+        let (slots, prev) = (&mut self.lane_a[..], &mut self.lane_b[..]);
+        let seg = &mut self.seg;
+        (seg.n_idx, seg.n_low, seg.n_full) = (0, 0, 0);
+        let mut dict = [0u32; 32];
+        for from in (0..words).step_by(CHUNK) {
+            let to = (from + CHUNK).min(words);
+            let vec_to = if self.avx2 { from + (to - from) / 8 * 8 } else { from };
+            if vec_to > from {
+                // SAFETY: AVX2 is present (checked when the codec was made);
+                // the ranges are within the block and the scratch arrays.
+                unsafe { super::avx2::hash(block, slots, from, vec_to) };
+            }
+            hash_scalar(block, slots, vec_to, to);
+            candidates(block, slots, prev, &mut dict, from, to);
+            if vec_to > from {
+                // SAFETY: as above; segment arrays have 8 entries of slack.
+                unsafe { super::avx2::classify(block, slots, prev, seg, from, vec_to) };
+            }
+            classify_scalar(block, slots, prev, seg, vec_to, to);
+            let bound = Segments::lower_bound(words, seg.n_idx, seg.n_low, seg.n_full);
+            let variable = bound - Segments::lower_bound(words, 0, 0, 0);
+            if bound > budget || (bound + variable * (words - to) / to) > projected_limit {
+                return Err(CompressError::DoesNotFit { budget });
+            }
+        }
+        seg.pack(words, out)
+    }
 }
 
 /// Pass 1, scalar: slots of words `from..to`.
@@ -155,50 +197,6 @@ fn expand_scalar(tags: &[u8], seg: &Segments, counts: &mut [usize; 3], lanes: [&
         *nl += (t == PARTIAL) as usize;
         *ni += (t >= PARTIAL) as usize;
         (slots[i], values[i], masks[i]) = (h, v, m);
-    }
-}
-
-impl WkDm {
-    /// Like [`Codec::compress`], but also gives up, after each 128 words, when
-    /// the output extrapolated from the words so far exceeds `projected_limit`
-    /// bytes: the hybrid codec's cheap test that a page is LZ4's kind.
-    pub(crate) fn compress_projected(
-        &mut self,
-        block: &[u8],
-        out: &mut [u8],
-        projected_limit: usize,
-    ) -> Result<usize, CompressError> {
-        if let Some(n) = start_compress(block, out)? {
-            return Ok(n);
-        }
-        let words = block.len() / 4;
-        let budget = out.len();
-        let (slots, prev) = (&mut self.lane_a[..], &mut self.lane_b[..]);
-        let seg = &mut self.seg;
-        (seg.n_idx, seg.n_low, seg.n_full) = (0, 0, 0);
-        let mut dict = [0u32; 32];
-        for from in (0..words).step_by(CHUNK) {
-            let to = (from + CHUNK).min(words);
-            let vec_to = if self.avx2 { from + (to - from) / 8 * 8 } else { from };
-            if vec_to > from {
-                // SAFETY: AVX2 is present (checked when the codec was made);
-                // the ranges are within the block and the scratch arrays.
-                unsafe { super::avx2::hash(block, slots, from, vec_to) };
-            }
-            hash_scalar(block, slots, vec_to, to);
-            candidates(block, slots, prev, &mut dict, from, to);
-            if vec_to > from {
-                // SAFETY: as above; segment arrays have 8 entries of slack.
-                unsafe { super::avx2::classify(block, slots, prev, seg, from, vec_to) };
-            }
-            classify_scalar(block, slots, prev, seg, vec_to, to);
-            let bound = Segments::lower_bound(words, seg.n_idx, seg.n_low, seg.n_full);
-            let variable = bound - Segments::lower_bound(words, 0, 0, 0);
-            if bound > budget || (bound + variable * (words - to) / to) > projected_limit {
-                return Err(CompressError::DoesNotFit { budget });
-            }
-        }
-        seg.pack(words, out)
     }
 }
 
