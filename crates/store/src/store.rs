@@ -141,6 +141,17 @@ impl Stats {
     }
 }
 
+/// How a page was kept, as [`Store::take_stored`] hands it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// Every 8-byte word of the page is this value (little-endian).
+    Same(u64),
+    /// The page as it is, 4096 bytes.
+    Raw,
+    /// The codec's output, this many bytes.
+    Compressed(usize),
+}
+
 /// A codec with its scratch page, lent to one operation at a time.
 struct Worker {
     codec: Box<dyn Codec>,
@@ -277,7 +288,9 @@ impl Store {
     }
 
     /// Stores `page` (4096 bytes) as page number `page_no`, replacing any
-    /// page stored under that number.
+    /// page stored under that number. Returns the bytes its slot takes as
+    /// requested: the compressed size, 4096 for a raw page, 0 for a
+    /// same-filled one.
     ///
     /// # Errors
     ///
@@ -285,8 +298,8 @@ impl Store {
     /// [`StoreError::OutOfMemory`] when a chunk was needed and none could be
     /// had, [`StoreError::PageSize`] for a page that is not 4096 bytes. On
     /// error the store is unchanged.
-    pub fn put(&self, page_no: u64, page: &[u8]) -> Result<(), StoreError> {
-        self.put_inner(page_no, page, false).map(drop)
+    pub fn put(&self, page_no: u64, page: &[u8]) -> Result<usize, StoreError> {
+        self.put_inner(page_no, page, false).map(|(len, _)| len)
     }
 
     /// Like [`Store::put`], also returning the time spent in the codec, so
@@ -296,10 +309,10 @@ impl Store {
     ///
     /// As [`Store::put`].
     pub fn put_measured(&self, page_no: u64, page: &[u8]) -> Result<Duration, StoreError> {
-        self.put_inner(page_no, page, true)
+        self.put_inner(page_no, page, true).map(|(_, t)| t)
     }
 
-    fn put_inner(&self, page_no: u64, page: &[u8], measure: bool) -> Result<Duration, StoreError> {
+    fn put_inner(&self, page_no: u64, page: &[u8], measure: bool) -> Result<(usize, Duration), StoreError> {
         if page.len() != PAGE_SIZE {
             return Err(StoreError::PageSize(page.len()));
         }
@@ -311,7 +324,7 @@ impl Store {
                 return Err(StoreError::Full { limit: inner.limit });
             }
             inner.insert(page_no, Place::Same(v));
-            return Ok(Duration::ZERO);
+            return Ok((0, Duration::ZERO));
         }
         self.with_worker(|w| {
             let started = measure.then(Instant::now);
@@ -327,7 +340,7 @@ impl Store {
             let place = if raw { Place::Raw(slot) } else { Place::Compressed(slot) };
             inner.insert(page_no, place);
             inner.grow_ahead();
-            Ok(codec_time)
+            Ok((slot.len as usize, codec_time))
         })
     }
 
@@ -381,6 +394,37 @@ impl Store {
                 .map_err(|source| StoreError::Corrupt { page: page_no, source })?;
             Ok(started.map_or(Duration::ZERO, |t| t.elapsed()))
         })
+    }
+
+    /// Removes page `page_no` and copies out how it was kept, without
+    /// decoding it: for [`Stored::Compressed`]`(n)` and [`Stored::Raw`] the
+    /// first `n` (or 4096) bytes of `out` are the stored bytes. The runtime
+    /// moves compressed pages to disk this way, still compressed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`], or [`StoreError::PageSize`] if `out` is not
+    /// 4096 bytes.
+    pub fn take_stored(&self, page_no: u64, out: &mut [u8]) -> Result<Stored, StoreError> {
+        if out.len() != PAGE_SIZE {
+            return Err(StoreError::PageSize(out.len()));
+        }
+        let mut inner = self.inner.lock().expect("store lock");
+        let entry = inner.table.get(&page_no).ok_or(StoreError::NotFound(page_no))?;
+        let stored = match entry.place {
+            Place::Same(v) => Stored::Same(v),
+            Place::Raw(slot) => {
+                out.copy_from_slice(inner.bytes(slot));
+                Stored::Raw
+            }
+            Place::Compressed(slot) => {
+                out[..slot.len as usize].copy_from_slice(inner.bytes(slot));
+                Stored::Compressed(slot.len as usize)
+            }
+        };
+        inner.take(page_no);
+        inner.maybe_release();
+        Ok(stored)
     }
 
     /// Removes page `page_no`; returns whether it was stored.

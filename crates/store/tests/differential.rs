@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use ccvm_store::alloc::ALLOCATORS;
 use ccvm_store::chunks::{ChunkSource, FailingChunks, HeapChunks};
-use ccvm_store::{Store, StoreConfig, StoreError};
+use ccvm_store::{Store, StoreConfig, StoreError, Stored};
 
 type Page = [u8; 4096];
 
@@ -64,6 +64,7 @@ fn run(
         memory_limit: limit,
         ..StoreConfig::default()
     };
+    let mut codec = ccvm_codec::by_name(&config.codec).unwrap();
     let store = Store::with_source(config, source).unwrap();
     let mut model: HashMap<u64, Page> = HashMap::new();
     let mut rng = Rng(seed);
@@ -71,11 +72,11 @@ fn run(
     let mut out = [0u8; 4096];
     for i in 0..ops {
         let page_no = rng.next() % 3000;
-        match rng.next() % 10 {
+        match rng.next() % 11 {
             0..=4 => {
                 let page = page_for(&mut rng, real);
                 match store.put(page_no, &page) {
-                    Ok(()) => {
+                    Ok(_) => {
                         model.insert(page_no, page);
                     }
                     Err(StoreError::Full { .. }) => seen.refusals += 1,
@@ -93,7 +94,20 @@ fn run(
                 model.remove(&page_no).is_some(),
                 "{allocator}: remove {page_no}"
             ),
-            _ => assert_eq!(store.contains(page_no), model.contains_key(&page_no)),
+            9 => assert_eq!(store.contains(page_no), model.contains_key(&page_no)),
+            _ => match (store.take_stored(page_no, &mut out), model.remove(&page_no)) {
+                (Ok(stored), Some(want)) => {
+                    let mut page = [0u8; 4096];
+                    match stored {
+                        Stored::Same(v) => page.chunks_exact_mut(8).for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
+                        Stored::Raw => page = out,
+                        Stored::Compressed(n) => codec.decompress(&out[..n], &mut page).unwrap(),
+                    }
+                    assert!(page == want, "{allocator}: taken page {page_no} differs at op {i}");
+                }
+                (Err(StoreError::NotFound(_)), None) => {}
+                (got, want) => panic!("{allocator}: op {i}: take {got:?}, model has page: {}", want.is_some()),
+            },
         }
         let s = store.stats();
         assert!(

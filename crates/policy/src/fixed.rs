@@ -1,0 +1,199 @@
+//! The fixed split: a set share of the RAM budget holds uncompressed pages,
+//! the rest is the compression cache. With a share of 1 there is no cache
+//! and evicted pages go to disk uncompressed (the baseline).
+//!
+//! Replacement is a segmented queue, the arrangement paper 000 §3.1 names
+//! as one of the LRU approximations its adaptivity tolerates: uncompressed
+//! pages leave in recency order as far as the mechanism sees it (the live
+//! runtime sees only faults, so there it is FIFO order; a simulator
+//! replaying every reference gets exact LRU), and the compression cache is
+//! an exact LRU segment because every touch of a compressed page faults.
+//! The oldest compressed page is the one spilled to disk.
+
+use crate::queue::RecencyQueue;
+use crate::{Action, Budget, Level, Policy};
+
+/// The fixed-split policy. See the [module docs](self).
+pub struct FixedSplit {
+    uncompressed_pages: usize,
+    compressed_budget: u64,
+    uncompressed: RecencyQueue,
+    compressed: RecencyQueue,
+    sizes: std::collections::HashMap<u64, u64>,
+    compressed_bytes: u64,
+    on_disk: std::collections::HashSet<u64>,
+}
+
+impl FixedSplit {
+    /// A split of `budget` giving `uncompressed_share` (0 to 1) of it to
+    /// uncompressed pages, at least one page.
+    ///
+    /// ```
+    /// use ccvm_policy::{Action, Budget, FixedSplit, Level, Policy};
+    /// let budget = Budget { ram_bytes: 4 * 4096, page_size: 4096 };
+    /// let mut p = FixedSplit::new(budget, 0.5); // 2 pages + 8 KiB of cache
+    /// let mut actions = Vec::new();
+    /// for page in 0..3 {
+    ///     p.touch(page, Level::New, &mut actions);
+    /// }
+    /// assert_eq!(actions, [Action::Compress(0)]);
+    /// ```
+    pub fn new(budget: Budget, uncompressed_share: f64) -> Self {
+        let share = uncompressed_share.clamp(0.0, 1.0);
+        let pages = ((budget.ram_bytes as f64 * share) / budget.page_size as f64).floor() as usize;
+        let uncompressed_pages = pages.max(1);
+        let compressed_budget = budget.ram_bytes.saturating_sub(uncompressed_pages as u64 * budget.page_size);
+        FixedSplit {
+            uncompressed_pages,
+            compressed_budget,
+            uncompressed: RecencyQueue::default(),
+            compressed: RecencyQueue::default(),
+            sizes: Default::default(),
+            compressed_bytes: 0,
+            on_disk: Default::default(),
+        }
+    }
+
+    /// Uncompressed pages allowed.
+    pub fn uncompressed_pages(&self) -> usize {
+        self.uncompressed_pages
+    }
+
+    /// Bytes allowed in the compression cache.
+    pub fn compressed_budget(&self) -> u64 {
+        self.compressed_budget
+    }
+
+    fn spill_oldest(&mut self, actions: &mut Vec<Action>) -> bool {
+        match self.compressed.pop_oldest() {
+            Some(victim) => {
+                self.compressed_bytes -= self.sizes.remove(&victim).unwrap_or(0);
+                self.on_disk.insert(victim);
+                actions.push(Action::Spill(victim));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Policy for FixedSplit {
+    fn name(&self) -> &'static str {
+        if self.compressed_budget == 0 {
+            "none"
+        } else {
+            "fixed"
+        }
+    }
+
+    fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) {
+        match from {
+            Level::Compressed => {
+                if self.compressed.remove(page) {
+                    self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
+                }
+            }
+            Level::Disk => {
+                self.on_disk.remove(&page);
+            }
+            Level::New | Level::Uncompressed => {}
+        }
+        self.uncompressed.push_newest(page);
+        while self.uncompressed.len() > self.uncompressed_pages {
+            let victim = self.uncompressed.pop_oldest().expect("over the limit, so not empty");
+            if self.compressed_budget == 0 {
+                self.on_disk.insert(victim);
+                actions.push(Action::SwapOut(victim));
+            } else {
+                actions.push(Action::Compress(victim));
+            }
+        }
+    }
+
+    fn compressed(&mut self, page: u64, bytes: u64, actions: &mut Vec<Action>) {
+        self.compressed.push_newest(page);
+        self.compressed_bytes += bytes;
+        if let Some(old) = self.sizes.insert(page, bytes) {
+            self.compressed_bytes -= old;
+        }
+        while self.compressed_bytes > self.compressed_budget && self.spill_oldest(actions) {}
+    }
+
+    fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
+        self.spill_oldest(actions)
+    }
+
+    fn swapped_instead(&mut self, page: u64) {
+        self.on_disk.insert(page);
+    }
+
+    fn occupancy(&self) -> (usize, usize, usize) {
+        (self.uncompressed.len(), self.compressed.len(), self.on_disk.len())
+    }
+
+    fn compressed_bytes(&self) -> u64 {
+        self.compressed_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = 4096;
+
+    fn budget(pages: u64) -> Budget {
+        Budget {
+            ram_bytes: pages * PAGE,
+            page_size: PAGE,
+        }
+    }
+
+    #[test]
+    fn no_compression_swaps_out_in_recency_order() {
+        let mut p = FixedSplit::new(budget(2), 1.0);
+        let mut a = Vec::new();
+        p.touch(1, Level::New, &mut a);
+        p.touch(2, Level::New, &mut a);
+        p.touch(1, Level::Uncompressed, &mut a);
+        p.touch(3, Level::New, &mut a);
+        assert_eq!(a, [Action::SwapOut(2)]);
+        assert_eq!(p.occupancy(), (2, 0, 1));
+    }
+
+    #[test]
+    fn compressed_pages_spill_oldest_first_when_over_budget() {
+        // 1 uncompressed page and 3 pages' worth of compressed bytes.
+        let mut p = FixedSplit::new(budget(4), 0.25);
+        let (mut a, mut spills) = (Vec::new(), Vec::new());
+        for page in 0..5 {
+            p.touch(page, Level::New, &mut a);
+            for act in std::mem::take(&mut a) {
+                if let Action::Compress(v) = act {
+                    p.compressed(v, 5000, &mut spills);
+                }
+            }
+        }
+        // Pages 0..3 compressed at 5000 B each: only two fit in 12288 B.
+        assert_eq!(spills, [Action::Spill(0), Action::Spill(1)]);
+        assert_eq!(p.occupancy(), (1, 2, 2));
+        assert_eq!(p.compressed_bytes(), 10_000);
+        // Touching a compressed page makes it uncompressed again.
+        a.clear();
+        p.touch(2, Level::Compressed, &mut a);
+        assert_eq!(a, [Action::Compress(4)]);
+        assert_eq!(p.compressed_bytes(), 5000);
+    }
+
+    #[test]
+    fn make_room_spills_the_oldest() {
+        let mut p = FixedSplit::new(budget(8), 0.5);
+        let mut a = Vec::new();
+        p.compressed(7, 100, &mut a);
+        p.compressed(9, 100, &mut a);
+        assert!(p.make_room(&mut a));
+        assert!(p.make_room(&mut a));
+        assert!(!p.make_room(&mut a));
+        assert_eq!(a, [Action::Spill(7), Action::Spill(9)]);
+    }
+}

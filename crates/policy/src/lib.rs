@@ -1,0 +1,116 @@
+//! Replacement and sizing policies for the compression cache: which page
+//! leaves uncompressed memory, whether it is compressed or written to disk,
+//! and which compressed page goes to disk to make room.
+//!
+//! The primary abstraction is [`Policy`]. A policy is a pure state machine
+//! over page numbers: it is told what happened (a page was touched and
+//! which [`Level`] served it, a page was compressed to so many bytes, the
+//! compressed level is out of room) and answers with [`Action`]s for the
+//! mechanism to carry out.
+//!
+//! # Design
+//!
+//! The policy owns the decisions and the mechanism owns the pages. The live
+//! runtime (userfaultfd) and the trace-driven simulator are two mechanisms
+//! driving the same `Policy` objects with the same events, so what the
+//! simulator predicts is what the runtime does (paper 000 §3 sizes the
+//! cache online from exactly these events). Every decision a mechanism
+//! makes on its own (a page it could not store, a budget it found
+//! exceeded) goes back through the policy too, so the two never drift.
+#![deny(missing_docs)]
+
+mod fixed;
+mod queue;
+
+pub use fixed::FixedSplit;
+
+/// Where a page is when it is touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Level {
+    /// Never touched before: served with zeros.
+    New,
+    /// In uncompressed memory (a reference the mechanism saw without a
+    /// fault; the simulator replays these from traces).
+    Uncompressed,
+    /// In the compression cache.
+    Compressed,
+    /// On disk.
+    Disk,
+}
+
+/// What the mechanism must do, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Take the page out of uncompressed memory, compress it and keep it in
+    /// the compression cache; then report its size with
+    /// [`Policy::compressed`].
+    Compress(u64),
+    /// Take the page out of uncompressed memory and write it to disk as it
+    /// is (compression is off).
+    SwapOut(u64),
+    /// Move the page from the compression cache to disk, still compressed.
+    Spill(u64),
+}
+
+/// The memory a policy manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// RAM for uncompressed pages and the compression cache together, bytes.
+    pub ram_bytes: u64,
+    /// Bytes per page.
+    pub page_size: u64,
+}
+
+/// A replacement and sizing policy. See the [crate docs](crate).
+///
+/// Invariant kept by every policy: after the actions of any call are
+/// carried out, the uncompressed pages and the compressed bytes it has been
+/// told of fit the [`Budget`].
+pub trait Policy: Send {
+    /// Short name, as the command line accepts it.
+    fn name(&self) -> &'static str;
+
+    /// `page` was touched and served from `from`; it is now uncompressed.
+    /// Appends to `actions` what must leave uncompressed memory (or the
+    /// compression cache) to make room for it.
+    fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>);
+
+    /// The mechanism carried out [`Action::Compress`] for `page`, which now
+    /// takes `bytes` in the compression cache. Appends the spills needed to
+    /// keep the cache within its share.
+    fn compressed(&mut self, page: u64, bytes: u64, actions: &mut Vec<Action>);
+
+    /// The mechanism found the compression cache full (its own bookkeeping
+    /// or fragmentation exceeded what the policy counted): appends a spill
+    /// of the page to move out first. Returns `false` if the cache is empty.
+    fn make_room(&mut self, actions: &mut Vec<Action>) -> bool;
+
+    /// The mechanism could not compress `page` into the cache after
+    /// [`Action::Compress`] and wrote it to disk instead.
+    fn swapped_instead(&mut self, page: u64);
+
+    /// Pages per level: (uncompressed, compressed, on disk).
+    fn occupancy(&self) -> (usize, usize, usize);
+
+    /// Bytes the policy counts in the compression cache.
+    fn compressed_bytes(&self) -> u64;
+}
+
+/// The policies by name, made for a budget. `uncompressed_share` is used
+/// by the fixed split.
+///
+/// # Errors
+///
+/// An unknown name, with the known ones.
+pub fn by_name(name: &str, budget: Budget, uncompressed_share: f64) -> Result<Box<dyn Policy>, String> {
+    match name {
+        "fixed" => Ok(Box::new(FixedSplit::new(budget, uncompressed_share))),
+        "none" => Ok(Box::new(FixedSplit::new(budget, 1.0))),
+        _ => Err(format!("unknown policy '{name}'; known: {}", NAMES.join(", "))),
+    }
+}
+
+/// Names [`by_name`] accepts.
+/// `none` keeps no compression cache: every page evicted goes to disk
+/// uncompressed (the baseline).
+pub const NAMES: &[&str] = &["fixed", "none"];
