@@ -5,6 +5,7 @@
 
 mod bench_codecs;
 mod bench_store;
+mod live;
 mod report;
 
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(
     name = "ccvm",
     version,
-    about = "Compressed caching for virtual memory: codecs, benchmarks and (soon) a live compressed-memory runtime"
+    about = "Compressed caching for virtual memory: codecs, a compressed page store, and a live runtime that pages programs through a compression cache"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -25,8 +26,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// The main demonstration (for now: the codec benchmark on the bundled corpus).
-    Demo,
+    /// The main demonstration: a workload at twice its RAM budget, paged live without and with the compression cache.
+    Demo(DemoArgs),
+    /// Runs a built-in workload in a region paged live through the compression cache.
+    Run(RunArgs),
+    /// Traces a built-in workload: every reference outside a small window, and every page image compressed.
+    Trace(TraceArgs),
+    /// Lists the built-in workloads.
+    Workloads,
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -58,6 +65,69 @@ struct BenchStoreArgs {
     chunks: Vec<usize>,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Workload name (see `ccvm workloads`).
+    #[arg(long)]
+    workload: String,
+    /// Region size, e.g. 256M.
+    #[arg(long, value_parser = live::parse_bytes)]
+    size: u64,
+    /// RAM budget for uncompressed pages plus the compression cache, e.g. 64M.
+    #[arg(long, value_parser = live::parse_bytes)]
+    ram: u64,
+    /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
+    #[arg(long, default_value_t = 0.5)]
+    uncompressed_share: f64,
+    /// Policy: fixed (the split above) or none (no compression cache).
+    #[arg(long, default_value = "fixed")]
+    policy: String,
+    /// Codec of the compression cache (see `ccvm codecs`).
+    #[arg(long, default_value = "wkdm")]
+    codec: String,
+    /// Directory for the swap file (default: the system's temp directory).
+    #[arg(long)]
+    swap_dir: Option<PathBuf>,
+    /// Added to each swap-file read, to emulate a slower disk, e.g. 5ms.
+    #[arg(long, value_parser = live::parse_duration)]
+    disk_latency: Option<std::time::Duration>,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct TraceArgs {
+    /// Workload name (see `ccvm workloads`).
+    #[arg(long)]
+    workload: String,
+    /// Region size, e.g. 64M.
+    #[arg(long, value_parser = live::parse_bytes, default_value = "16M")]
+    size: u64,
+    /// Uncompressed pages kept while tracing: references to them are not seen.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(2..))]
+    window: u64,
+    /// Codec of the cache while tracing (the trace stores page images, not codec output).
+    #[arg(long, default_value = "lz4")]
+    codec: String,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Trace file to write.
+    #[arg(short, long)]
+    out: PathBuf,
 }
 
 /// Output format of a report.
@@ -114,15 +184,35 @@ impl OutputArgs {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo => {
-            println!("ccvm demo: every codec on the bundled corpus of real memory pages (release build, one thread)\n");
-            let opts = bench_codecs::Options {
-                corpus: None,
-                codecs: vec![],
-                passes: 3,
-                block: ccvm_codec::PAGE_SIZE,
+        Command::Demo(args) => live::demo(if args.json { Format::Json } else { Format::Table }),
+        Command::Run(args) => {
+            let workload = ccvm_workload::by_name(&args.workload).map_err(anyhow::Error::msg)?;
+            let opts = live::RunOptions {
+                workload,
+                size: args.size,
+                seed: args.seed,
+                config: ccvm_runtime::RuntimeConfig {
+                    ram_bytes: args.ram,
+                    uncompressed_share: args.uncompressed_share,
+                    policy: args.policy,
+                    codec: args.codec,
+                    swap_dir: args.swap_dir,
+                    disk_latency: args.disk_latency.unwrap_or_default(),
+                    trace: None,
+                },
             };
-            bench_codecs::run(&opts, Format::Table)
+            let report = live::run_one("run", &opts)?;
+            live::print_run(&report, if args.json { Format::Json } else { Format::Table })
+        }
+        Command::Trace(args) => {
+            let workload = ccvm_workload::by_name(&args.workload).map_err(anyhow::Error::msg)?;
+            live::trace(workload, args.size, args.seed, args.window, &args.codec, args.out)
+        }
+        Command::Workloads => {
+            for w in ccvm_workload::WORKLOADS {
+                println!("{:<10} {}", w.name, w.about);
+            }
+            Ok(())
         }
         Command::Bench(BenchCommand::Codecs(args)) => {
             let opts = bench_codecs::Options {

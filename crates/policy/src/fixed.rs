@@ -42,7 +42,9 @@ impl FixedSplit {
         let share = uncompressed_share.clamp(0.0, 1.0);
         let pages = ((budget.ram_bytes as f64 * share) / budget.page_size as f64).floor() as usize;
         let uncompressed_pages = pages.max(1);
-        let compressed_budget = budget.ram_bytes.saturating_sub(uncompressed_pages as u64 * budget.page_size);
+        let compressed_budget = budget
+            .ram_bytes
+            .saturating_sub(uncompressed_pages as u64 * budget.page_size);
         FixedSplit {
             uncompressed_pages,
             compressed_budget,
@@ -133,6 +135,14 @@ impl Policy for FixedSplit {
 
     fn compressed_bytes(&self) -> u64 {
         self.compressed_bytes
+    }
+
+    fn cache_limit(&self) -> u64 {
+        self.compressed_budget
+    }
+
+    fn uncompressed_limit(&self) -> usize {
+        self.uncompressed_pages
     }
 }
 

@@ -94,6 +94,13 @@ pub trait Policy: Send {
 
     /// Bytes the policy counts in the compression cache.
     fn compressed_bytes(&self) -> u64;
+
+    /// The most bytes the compression cache may ever hold under this
+    /// policy (the mechanism sizes its store's hard limit with it).
+    fn cache_limit(&self) -> u64;
+
+    /// The most uncompressed pages the policy may ever keep.
+    fn uncompressed_limit(&self) -> usize;
 }
 
 /// The policies by name, made for a budget. `uncompressed_share` is used

@@ -1,1 +1,42 @@
-//! x
+//! ccvm's live runtime: regions of memory that a program reads and writes
+//! normally, of which ccvm keeps at most a RAM budget, part uncompressed
+//! and part in a compression cache, and the rest in a swap file, as paper
+//! 000 proposes (and as CRAMES does without a disk, paper 003 chapter 3).
+//!
+//! The primary abstraction is [`Region`]. Its pages start missing; a
+//! handler thread serves each fault through userfaultfd: zeros on first
+//! touch, or the page decompressed from the cache, or read from the swap
+//! file, checked and decompressed. Which pages leave memory, and whether
+//! they are compressed or written out, is decided by a
+//! [`ccvm_policy::Policy`], the same code the simulator runs.
+//!
+//! # Design
+//!
+//! * Recency of resident pages: the runtime sees only faults, so a policy
+//!   sees resident pages in fault order (FIFO), and exact recency once a
+//!   page is in the cache (every touch there faults). That is the FIFO-LRU
+//!   segmented queue with page traps that paper 000 §3.1 lists among the
+//!   LRU approximations its adaptivity tolerates; the cache is the trap.
+//! * The budget: uncompressed pages (at most the policy's limit) plus the
+//!   store's whole memory (chunks, slack and bookkeeping) stay within the
+//!   RAM budget; the store's hard limit is the policy's cache share, and
+//!   the runtime spills further if slack ever pushes the sum over. While a
+//!   fault is served one page more may be resident, until its evictions
+//!   run.
+//! * See [`swap`](crate::SwapError) for the swap file and the `pager`
+//!   module docs for the fault handler.
+#![deny(missing_docs)]
+
+mod aligned;
+mod config;
+pub mod ffi;
+mod pager;
+mod region;
+mod stats;
+mod swap;
+
+pub use config::{RuntimeConfig, RuntimeError, TraceConfig};
+pub use pager::FATAL_EXIT;
+pub use region::Region;
+pub use stats::{Latency, RuntimeStats};
+pub use swap::{SwapError, SwapStats};

@@ -25,8 +25,8 @@
 //!   store empty. The memory limit counts chunks, allocator bookkeeping and
 //!   the mapping table, and is never exceeded.
 //! * Compaction (§5.3.3): when a slot does not fit although enough bytes
-//!   are free in the chunks held (over 4% of them, at most once per an
-//!   eighth of the pages put; or any amount when no chunk can be added),
+//!   are free in the chunks held (over 4% of them; or any amount when no
+//!   chunk can be added), at most once per an eighth of the pages put,
 //!   every slot is re-placed in (chunk, offset) order, each freed then
 //!   allocated again.
 //!   The allocators place first-fit from the lowest chunk, so slots move
@@ -106,7 +106,7 @@ pub enum StoreError {
 }
 
 /// Counters named as in Linux zram's `mm_stat`, plus a few of ccvm's.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Stats {
     /// Bytes of the pages stored (4096 each), same-filled ones included.
     pub orig_data_size: u64,
@@ -427,6 +427,12 @@ impl Store {
         Ok(stored)
     }
 
+    /// Memory the store uses now, all counted (as
+    /// [`Stats::memory_used`], without taking a whole snapshot).
+    pub fn memory_used(&self) -> u64 {
+        self.inner.lock().expect("store lock").memory_used() as u64
+    }
+
     /// Removes page `page_no`; returns whether it was stored.
     pub fn remove(&self, page_no: u64) -> bool {
         let mut inner = self.inner.lock().expect("store lock");
@@ -554,7 +560,8 @@ impl Inner {
             // rather than grow (at most once per an eighth of the pages put,
             // so compaction costs at most eight page moves per put).
             // Otherwise grow while the limit allows, and compact only as the
-            // last resort.
+            // last resort, under the same rate limit: a store held at its
+            // limit would otherwise move every page on every put.
             let free = self.held * self.chunk_size - self.used;
             let fits_in_free = free >= self.alloc.footprint(len);
             let due = self.puts_since_compaction >= self.table.len() / 8;
@@ -567,7 +574,7 @@ impl Inner {
             if may_grow && self.add_chunk() {
                 continue;
             }
-            if !compacted && fits_in_free {
+            if !compacted && fits_in_free && due {
                 compacted = true;
                 self.compact();
                 continue;

@@ -99,7 +99,9 @@ fn run(
                 (Ok(stored), Some(want)) => {
                     let mut page = [0u8; 4096];
                     match stored {
-                        Stored::Same(v) => page.chunks_exact_mut(8).for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
+                        Stored::Same(v) => page
+                            .chunks_exact_mut(8)
+                            .for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
                         Stored::Raw => page = out,
                         Stored::Compressed(n) => codec.decompress(&out[..n], &mut page).unwrap(),
                     }

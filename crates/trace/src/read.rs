@@ -86,14 +86,19 @@ impl TraceReader {
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
         if version != VERSION {
-            return Err(fail(format!("format version {version}; this ccvm reads version {VERSION}")));
+            return Err(fail(format!(
+                "format version {version}; this ccvm reads version {VERSION}"
+            )));
         }
         let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
         if len > 1 << 20 {
-            return Err(fail(format!("header of {len} bytes is implausible; the file is corrupt")));
+            return Err(fail(format!(
+                "header of {len} bytes is implausible; the file is corrupt"
+            )));
         }
         let mut json = vec![0; len];
-        file.read_exact(&mut json).map_err(|_| fail("truncated header".into()))?;
+        file.read_exact(&mut json)
+            .map_err(|_| fail("truncated header".into()))?;
         let header: Header = serde_json::from_slice(&json).map_err(|e| fail(format!("bad header: {e}")))?;
         let decoder = zstd::stream::Decoder::with_buffer(file).map_err(|e| fail(format!("zstd: {e}")))?;
         Ok(TraceReader {

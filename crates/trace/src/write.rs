@@ -105,7 +105,11 @@ impl TraceWriter {
             images: self.seen.len() as u64,
         };
         self.record(b'E', &[footer.run_time_ns, footer.references, footer.images])?;
-        self.out.finish()?.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        self.out
+            .finish()?
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()?;
         Ok(footer)
     }
 }

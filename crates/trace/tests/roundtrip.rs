@@ -1,7 +1,7 @@
 //! Traces read back what was written; damaged traces give one-line errors
 //! naming the file and the offset.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ccvm_trace::{Event, Header, TraceReader, TraceWriter};
 
@@ -19,7 +19,7 @@ fn header() -> Header {
 }
 
 /// Writes 5000 references and images over 64 pages (with repeats).
-fn write_sample(path: &PathBuf) -> Vec<Event> {
+fn write_sample(path: &Path) -> Vec<Event> {
     let mut w = TraceWriter::create(path, &header()).unwrap();
     let mut expected = Vec::new();
     let mut images: Vec<Vec<u8>> = Vec::new();
@@ -54,7 +54,7 @@ fn write_sample(path: &PathBuf) -> Vec<Event> {
     expected
 }
 
-fn read_all(path: &PathBuf) -> Result<Vec<Event>, String> {
+fn read_all(path: &Path) -> Result<Vec<Event>, String> {
     let mut r = TraceReader::open(path).map_err(|e| e.to_string())?;
     let mut events = Vec::new();
     while let Some(e) = r.next_event().map_err(|e| e.to_string())? {

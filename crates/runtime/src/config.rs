@@ -1,0 +1,87 @@
+//! How a region is set up, and why making one can fail.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Settings of a managed region.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// RAM for uncompressed pages and the compression cache together.
+    pub ram_bytes: u64,
+    /// Share of `ram_bytes` for uncompressed pages (fixed policy).
+    pub uncompressed_share: f64,
+    /// Policy name (see `ccvm_policy::NAMES`).
+    pub policy: String,
+    /// Codec of the compression cache (see `ccvm_codec::names`).
+    pub codec: String,
+    /// Directory of the swap file; `None` for the system's temp directory.
+    pub swap_dir: Option<PathBuf>,
+    /// Added to every swap-file read, to emulate slower disks.
+    pub disk_latency: Duration,
+    /// Record a trace of the run.
+    pub trace: Option<TraceConfig>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            ram_bytes: 64 << 20,
+            uncompressed_share: 0.5,
+            policy: "fixed".into(),
+            codec: "wkdm".into(),
+            swap_dir: None,
+            disk_latency: Duration::ZERO,
+            trace: None,
+        }
+    }
+}
+
+/// Where and what to trace.
+#[derive(Debug, Clone)]
+pub struct TraceConfig {
+    /// The trace file to write.
+    pub path: PathBuf,
+    /// What is traced (the header's workload, seed; region and window
+    /// sizes are filled in by the runtime).
+    pub workload: String,
+    /// The workload's seed.
+    pub seed: u64,
+    /// The workload's run time without paging or tracing, nanoseconds.
+    pub run_time_ns: u64,
+}
+
+/// Why a region could not be made or finished.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// userfaultfd is not usable by this process.
+    #[error(
+        "userfaultfd is not available ({0}): run as root, or `sysctl vm.unprivileged_userfaultfd=1`, \
+         or give this user read-write access to /dev/userfaultfd"
+    )]
+    NoUserfaultfd(String),
+    /// The kernel lacks a needed userfaultfd feature.
+    #[error("this kernel lacks {0}; ccvm needs Linux 5.7 or later")]
+    KernelTooOld(&'static str),
+    /// A setting is wrong.
+    #[error("{0}")]
+    Config(String),
+    /// The swap file failed.
+    #[error(transparent)]
+    Swap(#[from] crate::swap::SwapError),
+    /// A system call failed.
+    #[error("{what}: {source}")]
+    Os {
+        /// What was being done.
+        what: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Writing the trace failed.
+    #[error("trace file {path}: {source}")]
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}

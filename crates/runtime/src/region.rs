@@ -1,0 +1,275 @@
+//! Managed regions: anonymous memory registered with userfaultfd, paged by
+//! a handler thread through the compression cache to a swap file.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use ccvm_codec::PAGE_SIZE;
+use ccvm_policy::Budget;
+use ccvm_store::{Store, StoreConfig};
+use ccvm_trace::{Header, TraceWriter};
+use userfaultfd::{IoctlFlags, RegisterMode, UffdBuilder};
+
+use crate::config::{RuntimeConfig, RuntimeError};
+use crate::pager::Pager;
+use crate::stats::RuntimeStats;
+use crate::swap::SwapFile;
+
+type Finished = (RuntimeStats, Option<TraceWriter>);
+
+/// A region of memory of which at most a RAM budget is held, part
+/// uncompressed and part in the compression cache, and the rest in a swap
+/// file. It reads and writes as ordinary memory.
+///
+/// Dropping the region stops its handler and frees its pages, its store
+/// and its swap file.
+///
+/// ```no_run
+/// use ccvm_runtime::{Region, RuntimeConfig};
+/// let config = RuntimeConfig { ram_bytes: 1 << 20, ..RuntimeConfig::default() };
+/// let mut region = Region::new(4 << 20, config)?; // 4 MiB through 1 MiB of RAM
+/// region.as_mut_slice().fill(7);
+/// assert!(region.as_mut_slice().iter().all(|&b| b == 7));
+/// let stats = region.finish()?;
+/// assert!(stats.pages_compressed > 0);
+/// # Ok::<(), ccvm_runtime::RuntimeError>(())
+/// ```
+pub struct Region {
+    base: NonNull<u8>,
+    len: usize,
+    stop: OwnedFd,
+    handler: Option<JoinHandle<Finished>>,
+    shared: Arc<Mutex<RuntimeStats>>,
+    swap_fd: RawFd,
+    trace: Option<crate::TraceConfig>,
+}
+
+// SAFETY: the region's memory is plain process memory, valid while the
+// Region lives; the safe accessors give either exclusive access (&mut) or
+// atomics, so sharing the handle between threads is sound.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+fn os(what: &'static str) -> RuntimeError {
+    RuntimeError::Os {
+        what,
+        source: std::io::Error::last_os_error(),
+    }
+}
+
+impl Region {
+    /// Makes a region of `bytes` (rounded up to whole pages) paged as
+    /// `config` says.
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeError::NoUserfaultfd`] if this process may not use
+    /// userfaultfd, [`RuntimeError::Config`] for a bad setting, or the
+    /// error of the system call, swap file or trace file that failed.
+    pub fn new(bytes: usize, config: RuntimeConfig) -> Result<Region, RuntimeError> {
+        let len = bytes.max(PAGE_SIZE).next_multiple_of(PAGE_SIZE);
+        if config.ram_bytes < 2 * PAGE_SIZE as u64 {
+            return Err(RuntimeError::Config(format!(
+                "a RAM budget of {} bytes is below two pages; give at least 8192",
+                config.ram_bytes
+            )));
+        }
+        if !(0.0..=1.0).contains(&config.uncompressed_share) {
+            return Err(RuntimeError::Config(format!(
+                "uncompressed share {} is not between 0 and 1",
+                config.uncompressed_share
+            )));
+        }
+        let codec = ccvm_codec::by_name(&config.codec).map_err(RuntimeError::Config)?;
+        let budget = Budget {
+            ram_bytes: config.ram_bytes,
+            page_size: PAGE_SIZE as u64,
+        };
+        let policy =
+            ccvm_policy::by_name(&config.policy, budget, config.uncompressed_share).map_err(RuntimeError::Config)?;
+        let store = Store::new(StoreConfig {
+            codec: config.codec.clone(),
+            chunk_size: 16 * 1024,
+            memory_limit: policy.cache_limit().max(1) as usize,
+            ..StoreConfig::default()
+        })
+        .map_err(RuntimeError::Config)?;
+        let dir = config.swap_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let swap = SwapFile::create(&dir, config.disk_latency)?;
+        let trace = match &config.trace {
+            Some(t) => {
+                let header = Header {
+                    workload: t.workload.clone(),
+                    seed: t.seed,
+                    region_bytes: len as u64,
+                    window_pages: policy.uncompressed_limit() as u64,
+                };
+                Some(
+                    TraceWriter::create(&t.path, &header).map_err(|source| RuntimeError::Trace {
+                        path: t.path.clone(),
+                        source,
+                    })?,
+                )
+            }
+            None => None,
+        };
+
+        let uffd = UffdBuilder::new()
+            .close_on_exec(true)
+            .non_blocking(true)
+            .user_mode_only(false)
+            .create()
+            .map_err(|e| RuntimeError::NoUserfaultfd(e.to_string()))?;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(os("mmap of the region"));
+        }
+        let unmap = |e| {
+            // SAFETY: the mapping made just above.
+            unsafe { libc::munmap(base, len) };
+            e
+        };
+        // Huge pages would fill 2 MiB at a time behind the handler's back.
+        // SAFETY: our own mapping.
+        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+        let ioctls = uffd
+            .register_with_mode(base, len, RegisterMode::MISSING | RegisterMode::WRITE_PROTECT)
+            .map_err(|_| {
+                unmap(RuntimeError::KernelTooOld(
+                    "userfaultfd write-protection of anonymous memory",
+                ))
+            })?;
+        if !ioctls.contains(IoctlFlags::COPY | IoctlFlags::ZEROPAGE | IoctlFlags::WRITE_PROTECT) {
+            return Err(unmap(RuntimeError::KernelTooOld(
+                "UFFDIO_COPY, ZEROPAGE or WRITEPROTECT",
+            )));
+        }
+        // SAFETY: eventfd with valid flags; the result is checked.
+        let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if stop < 0 {
+            return Err(unmap(os("eventfd")));
+        }
+        // SAFETY: a descriptor we own from here on.
+        let stop = unsafe { OwnedFd::from_raw_fd(stop) };
+
+        let shared = Arc::new(Mutex::new(RuntimeStats::default()));
+        let swap_fd = swap.fd();
+        let pager = Pager::new(
+            uffd,
+            base as usize,
+            len / PAGE_SIZE,
+            config.ram_bytes,
+            store,
+            codec,
+            swap,
+            policy,
+            trace,
+            shared.clone(),
+        );
+        let stop_fd = stop.as_raw_fd();
+        let handler = std::thread::Builder::new()
+            .name("ccvm-pager".into())
+            .spawn(move || pager.run(stop_fd))
+            .map_err(|source| {
+                unmap(RuntimeError::Os {
+                    what: "spawning the pager",
+                    source,
+                })
+            })?;
+        Ok(Region {
+            base: NonNull::new(base.cast()).expect("mmap does not return null"),
+            len,
+            stop,
+            handler: Some(handler),
+            shared,
+            swap_fd,
+            trace: config.trace,
+        })
+    }
+
+    /// Bytes in the region.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never: a region has at least a page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first byte; page-aligned. Valid while the region lives.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// The region as bytes.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is len bytes, valid while self lives, and
+        // &mut self makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), self.len) }
+    }
+
+    /// The region as 64-bit atomics, for many threads at once.
+    pub fn atomics(&self) -> &[AtomicU64] {
+        // SAFETY: page-aligned, len a multiple of 8, valid while self
+        // lives; atomics may alias each other freely.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().cast::<AtomicU64>(), self.len / 8) }
+    }
+
+    /// Counters as of the handler's last report (at most 20 ms old).
+    pub fn stats(&self) -> RuntimeStats {
+        self.shared.lock().expect("stats").clone()
+    }
+
+    /// The swap file's descriptor, for diagnostics (tests corrupt it).
+    pub fn swap_fd(&self) -> RawFd {
+        self.swap_fd
+    }
+
+    fn stop(&mut self) -> Option<Finished> {
+        let handler = self.handler.take()?;
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe { libc::write(self.stop.as_raw_fd(), one.as_ptr().cast(), 8) };
+        Some(handler.join().expect("the pager thread does not panic"))
+    }
+
+    /// Stops paging, ends the trace (if any) and returns the final counters.
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeError::Trace`] if the trace could not be finished.
+    pub fn finish(mut self) -> Result<RuntimeStats, RuntimeError> {
+        let (stats, trace) = self.stop().expect("a live region has a handler");
+        if let (Some(writer), Some(t)) = (trace, &self.trace) {
+            writer.finish(t.run_time_ns).map_err(|source| RuntimeError::Trace {
+                path: t.path.clone(),
+                source,
+            })?;
+        }
+        Ok(stats)
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        drop(self.stop());
+        // SAFETY: our mapping; the handler has stopped and no reference
+        // into it outlives self.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}

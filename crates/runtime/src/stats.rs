@@ -1,0 +1,98 @@
+//! What a region reports.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::swap::SwapStats;
+
+/// Fault service times of one kind, microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Faults measured.
+    pub count: u64,
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+}
+
+/// A region's counters. Fault service time runs from reading the fault
+/// event to the page being mapped (the faulting thread wakes then), and
+/// includes any added disk latency; it leaves out the evictions that
+/// follow, which run while the thread proceeds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RuntimeStats {
+    /// First touches, served with zeros.
+    pub faults_zero: u64,
+    /// Faults served from the compression cache.
+    pub faults_cache: u64,
+    /// Faults served from the swap file.
+    pub faults_disk: u64,
+    /// Fault events for pages already mapped (another thread's fault on
+    /// the same page, served once) and write-protect faults raised during
+    /// an eviction.
+    pub faults_repeat: u64,
+    /// Pages compressed into the cache.
+    pub pages_compressed: u64,
+    /// Pages decompressed (from the cache or from disk).
+    pub pages_decompressed: u64,
+    /// Pages written to disk uncompressed (compression off, or too large
+    /// for the cache).
+    pub pages_swapped_raw: u64,
+    /// Pages moved from the cache to disk, still compressed.
+    pub pages_spilled: u64,
+    /// Bytes of the pages compressed (4096 each).
+    pub bytes_in: u64,
+    /// Bytes they compressed to (same-filled pages count 0).
+    pub bytes_out: u64,
+    /// Swap file I/O.
+    pub swap: SwapStats,
+    /// The compression cache's counters.
+    pub store: ccvm_store::Stats,
+    /// Service time of faults served from the cache.
+    pub latency_cache: Latency,
+    /// Service time of faults served from disk.
+    pub latency_disk: Latency,
+    /// Service time of first touches.
+    pub latency_zero: Latency,
+    /// Most uncompressed pages allowed.
+    pub uncompressed_pages: usize,
+    /// Most bytes the compression cache may use.
+    pub cache_budget: u64,
+}
+
+impl RuntimeStats {
+    /// Original bytes / compressed bytes of the pages compressed so far.
+    pub fn compression_ratio(&self) -> f64 {
+        self.bytes_in as f64 / self.bytes_out.max(1) as f64
+    }
+}
+
+/// Histograms of service times, nanoseconds.
+pub(crate) struct Timers {
+    pub cache: Histogram<u64>,
+    pub disk: Histogram<u64>,
+    pub zero: Histogram<u64>,
+}
+
+impl Timers {
+    pub fn new() -> Self {
+        let h = || Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid bounds");
+        Timers {
+            cache: h(),
+            disk: h(),
+            zero: h(),
+        }
+    }
+
+    pub fn summary(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_us: h.value_at_quantile(0.99) as f64 / 1000.0,
+        }
+    }
+}

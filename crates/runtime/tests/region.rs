@@ -1,0 +1,92 @@
+//! Regions page correctly: every byte read is the byte last written, with
+//! the region four times its RAM budget, from one and from many threads.
+
+use std::sync::atomic::Ordering;
+
+use ccvm_runtime::{Region, RuntimeConfig};
+
+fn config(ram: u64, share: f64, policy: &str) -> RuntimeConfig {
+    RuntimeConfig {
+        ram_bytes: ram,
+        uncompressed_share: share,
+        policy: policy.into(),
+        ..RuntimeConfig::default()
+    }
+}
+
+/// A page's worth of words that compress like program data.
+fn word(page: usize, i: usize, round: u64) -> u64 {
+    let base = (page as u64) << 20 | round << 12;
+    if i.is_multiple_of(4) {
+        base | i as u64
+    } else {
+        (i as u64 / 16).wrapping_mul(0x9e37_79b9) ^ round
+    }
+}
+
+#[test]
+fn sequential_passes_over_four_times_the_budget() {
+    for (policy, share) in [("fixed", 0.5), ("none", 1.0), ("fixed", 0.1)] {
+        let ram = 256 * 4096;
+        let mut region = Region::new(4 * ram as usize, config(ram, share, policy)).unwrap();
+        let pages = region.len() / 4096;
+        for round in 0..3u64 {
+            let mem = region.as_mut_slice();
+            for p in 0..pages {
+                let words: &mut [u64] = bytemuck::cast_slice_mut(&mut mem[p * 4096..(p + 1) * 4096]);
+                if round > 0 {
+                    for (i, w) in words.iter().enumerate() {
+                        assert_eq!(*w, word(p, i, round - 1), "{policy}: page {p} word {i} round {round}");
+                    }
+                }
+                for (i, w) in words.iter_mut().enumerate() {
+                    *w = word(p, i, round);
+                }
+            }
+        }
+        let stats = region.finish().unwrap();
+        // A loop over more than memory misses every time under LRU, so
+        // every page comes back from disk, through the cache or not.
+        assert_eq!(stats.faults_disk, 2 * pages as u64, "{policy}: {stats:?}");
+        if policy == "fixed" {
+            assert!(stats.pages_spilled > 0, "{stats:?}");
+        } else {
+            assert_eq!(stats.pages_compressed, 0);
+        }
+    }
+}
+
+#[test]
+fn many_threads_against_a_model() {
+    let ram = 128 * 4096;
+    let region = Region::new(4 * ram as usize, config(ram, 0.5, "fixed")).unwrap();
+    let words = region.atomics();
+    let threads = 4;
+    // Each thread owns the words i with i % threads == t, so the model is
+    // per thread, while pages are shared by all threads.
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                let mut model = std::collections::HashMap::new();
+                let mut x = 0x1234_5678_9abc_def1u64 ^ t as u64;
+                for step in 0..25_000u64 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let i = ((x >> 8) as usize % (words.len() / threads)) * threads + t;
+                    if x & 3 == 0 {
+                        let v = x ^ step;
+                        words[i].store(v, Ordering::Relaxed);
+                        model.insert(i, v);
+                    } else {
+                        let got = words[i].load(Ordering::Relaxed);
+                        assert_eq!(got, *model.get(&i).unwrap_or(&0), "thread {t} word {i} step {step}");
+                    }
+                }
+            });
+        }
+    });
+    let stats = region.finish().unwrap();
+    eprintln!("{stats:?}");
+    assert!(stats.faults_cache > 0 && stats.faults_disk > 0, "{stats:?}");
+}

@@ -1,0 +1,48 @@
+//! Every built-in workload gives the same checksum paged through a region
+//! four times its RAM budget as in plain memory.
+
+use ccvm_runtime::{Region, RuntimeConfig};
+use ccvm_workload::WORKLOADS;
+
+#[test]
+fn each_workload_at_four_times_its_budget_matches_plain_memory() {
+    // The smallest size the workloads take keeps the suite quick: at four
+    // times the budget most references fault.
+    let size = ccvm_workload::MIN_BYTES;
+    let ram = size as u64 / 4;
+    for w in WORKLOADS {
+        let mut plain = vec![0u8; size];
+        let want = (w.run)(&mut plain, 11);
+        drop(plain);
+        for (policy, codec, share) in [("fixed", "wkdm", 0.5), ("none", "wkdm", 1.0)] {
+            let config = RuntimeConfig {
+                ram_bytes: ram,
+                uncompressed_share: share,
+                policy: policy.into(),
+                codec: codec.into(),
+                ..RuntimeConfig::default()
+            };
+            let mut region = Region::new(size, config).unwrap();
+            let t = std::time::Instant::now();
+            let got = (w.run)(region.as_mut_slice(), 11);
+            let stats = region.finish().unwrap();
+            eprintln!(
+                "{} {policy}: {:?}, cache faults {}, disk faults {}",
+                w.name,
+                t.elapsed(),
+                stats.faults_cache,
+                stats.faults_disk
+            );
+            assert_eq!(
+                got, want,
+                "{} with {policy}: checksum differs from plain memory",
+                w.name
+            );
+            assert!(
+                stats.faults_cache + stats.faults_disk > 0,
+                "{}: no paging at all",
+                w.name
+            );
+        }
+    }
+}

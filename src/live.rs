@@ -1,0 +1,337 @@
+//! `ccvm run`, `ccvm trace` and `ccvm demo`: built-in workloads paged live
+//! through the runtime.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use ccvm_runtime::{Region, RuntimeConfig, RuntimeStats, TraceConfig};
+use ccvm_workload::Workload;
+use serde::Serialize;
+
+use crate::report::{self, Row};
+use crate::Format;
+
+/// Parses a byte count: a number with an optional binary suffix (K, M, G;
+/// KiB, MiB, GiB), e.g. `64M` or `4096`.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size; write e.g. 64M, 1G or 4096"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1u64,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit '{other}' in '{s}'; use K, M or G")),
+    };
+    Ok((value * scale as f64) as u64)
+}
+
+/// Parses a duration such as `5ms` or `100us`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration ({e}); write e.g. 5ms or 100us"))
+}
+
+/// One paged run of a workload.
+pub struct RunOptions {
+    /// The workload.
+    pub workload: Workload,
+    /// Region bytes.
+    pub size: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Runtime settings.
+    pub config: RuntimeConfig,
+}
+
+/// What a run measured.
+#[derive(Serialize)]
+pub struct RunReport {
+    /// Row label.
+    pub label: String,
+    /// Workload name.
+    pub workload: String,
+    /// Policy.
+    pub policy: String,
+    /// Codec.
+    pub codec: String,
+    /// Region bytes.
+    pub size: u64,
+    /// RAM budget bytes.
+    pub ram: u64,
+    /// Wall time of the paged run, seconds.
+    pub wall_s: f64,
+    /// Wall time in plain memory, seconds.
+    pub plain_s: f64,
+    /// The workload's checksum.
+    pub checksum: String,
+    /// Whether it equals the checksum in plain memory.
+    pub checksum_ok: bool,
+    /// The runtime's counters.
+    pub stats: RuntimeStats,
+}
+
+/// Runs the workload in plain memory: (checksum, wall time).
+fn plain(workload: &Workload, size: u64, seed: u64) -> (u64, Duration) {
+    let mut memory = vec![0u8; size as usize];
+    let t = Instant::now();
+    let sum = (workload.run)(&mut memory, seed);
+    (sum, t.elapsed())
+}
+
+fn check(opts: &RunOptions) -> anyhow::Result<()> {
+    if opts.size < ccvm_workload::MIN_BYTES as u64 {
+        bail!("--size {} is below the workloads' minimum of 1M", opts.size);
+    }
+    Ok(())
+}
+
+/// Runs `opts` live (after a plain run for the reference checksum).
+pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
+    check(opts)?;
+    let (want, plain_time) = plain(&opts.workload, opts.size, opts.seed);
+    let mut region = Region::new(opts.size as usize, opts.config.clone())?;
+    let t = Instant::now();
+    let got = (opts.workload.run)(region.as_mut_slice(), opts.seed);
+    let wall = t.elapsed();
+    let stats = region.finish()?;
+    Ok(RunReport {
+        label: label.into(),
+        workload: opts.workload.name.into(),
+        policy: opts.config.policy.clone(),
+        codec: opts.config.codec.clone(),
+        size: opts.size,
+        ram: opts.config.ram_bytes,
+        wall_s: wall.as_secs_f64(),
+        plain_s: plain_time.as_secs_f64(),
+        checksum: format!("{got:016x}"),
+        checksum_ok: got == want,
+        stats,
+    })
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1}", b as f64 / (1 << 20) as f64)
+}
+
+/// Prints one run in full.
+pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    let s = &r.stats;
+    let ok = if r.checksum_ok {
+        "matches plain memory"
+    } else {
+        "DIFFERS from plain memory"
+    };
+    println!(
+        "workload {} ({} MiB) in {} MiB of RAM; policy {}, codec {}",
+        r.workload,
+        mib(r.size),
+        mib(r.ram),
+        r.policy,
+        r.codec
+    );
+    println!(
+        "wall time              {:.3} s (plain memory {:.3} s)",
+        r.wall_s, r.plain_s
+    );
+    println!("checksum               {} ({ok})", r.checksum);
+    println!(
+        "faults                 {} zero-fill, {} from the cache, {} from the swap file",
+        s.faults_zero, s.faults_cache, s.faults_disk
+    );
+    println!(
+        "fault service µs       cache p50 {:.1} p99 {:.1}; swap p50 {:.1} p99 {:.1}",
+        s.latency_cache.p50_us, s.latency_cache.p99_us, s.latency_disk.p50_us, s.latency_disk.p99_us
+    );
+    println!(
+        "pages                  {} compressed, {} decompressed, {} spilled compressed, {} swapped raw",
+        s.pages_compressed, s.pages_decompressed, s.pages_spilled, s.pages_swapped_raw
+    );
+    println!("compression ratio      {:.3}", s.compression_ratio());
+    println!(
+        "swap file              {} MiB written in {} writes, {} MiB read in {} reads ({}-byte direct I/O)",
+        mib(s.swap.bytes_written),
+        s.swap.writes,
+        mib(s.swap.bytes_read),
+        s.swap.reads,
+        s.swap.alignment
+    );
+    println!(
+        "split                  {} uncompressed pages + {} MiB compression cache",
+        s.uncompressed_pages,
+        mib(s.cache_budget)
+    );
+    let st = &s.store;
+    println!(
+        "store (mm_stat)        orig {} compr {} mem_used {} mem_limit {} mem_used_max {} same {} compacted {} huge {}",
+        st.orig_data_size,
+        st.compr_data_size,
+        st.mem_used_total,
+        st.mem_limit,
+        st.mem_used_max,
+        st.same_pages,
+        st.pages_compacted,
+        st.huge_pages
+    );
+    if !r.checksum_ok {
+        bail!("the paged run's checksum differs from plain memory's");
+    }
+    Ok(())
+}
+
+/// Traces a workload to `out` with a window of `window` uncompressed pages.
+pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str, out: PathBuf) -> anyhow::Result<()> {
+    if size < ccvm_workload::MIN_BYTES as u64 {
+        bail!("--size {size} is below the workloads' minimum of 1M");
+    }
+    let (want, plain_time) = plain(&workload, size, seed);
+    // The cache holds every page that leaves the window, so nothing is
+    // written to disk and every reference outside the window faults.
+    let ram = window * 4096 + 2 * size + (1 << 20);
+    let config = RuntimeConfig {
+        ram_bytes: ram,
+        uncompressed_share: (window * 4096) as f64 / ram as f64,
+        policy: "fixed".into(),
+        codec: codec.into(),
+        trace: Some(TraceConfig {
+            path: out.clone(),
+            workload: workload.name.into(),
+            seed,
+            run_time_ns: plain_time.as_nanos() as u64,
+        }),
+        ..RuntimeConfig::default()
+    };
+    let mut region = Region::new(size as usize, config)?;
+    let t = Instant::now();
+    let got = (workload.run)(region.as_mut_slice(), seed);
+    let wall = t.elapsed();
+    let stats = region.finish()?;
+    if got != want {
+        bail!("the traced run's checksum differs from plain memory's");
+    }
+    let bytes = std::fs::metadata(&out)
+        .with_context(|| format!("reading back {}", out.display()))?
+        .len();
+    println!(
+        "traced {} ({} MiB, seed {seed}) with a {window}-page window in {:.2} s (plain {:.3} s): {} references, {} pages compressed -> {} ({} KiB)",
+        workload.name,
+        mib(size),
+        wall.as_secs_f64(),
+        plain_time.as_secs_f64(),
+        stats.faults_zero + stats.faults_cache + stats.faults_disk,
+        stats.pages_compressed,
+        out.display(),
+        bytes / 1024
+    );
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DemoRow {
+    mode: String,
+    wall_s: f64,
+    cache_faults: u64,
+    disk_faults: u64,
+    disk_read_mib: f64,
+    disk_written_mib: f64,
+    ratio: f64,
+    checksum_ok: bool,
+}
+
+impl Row for DemoRow {
+    fn headers() -> &'static [&'static str] {
+        &[
+            "mode",
+            "wall s",
+            "cache faults",
+            "disk faults",
+            "disk read MiB",
+            "disk written MiB",
+            "ratio",
+            "checksum",
+        ]
+    }
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.mode.clone(),
+            format!("{:.2}", self.wall_s),
+            self.cache_faults.to_string(),
+            self.disk_faults.to_string(),
+            format!("{:.1}", self.disk_read_mib),
+            format!("{:.1}", self.disk_written_mib),
+            if self.ratio > 0.0 {
+                format!("{:.2}", self.ratio)
+            } else {
+                "-".into()
+            },
+            if self.checksum_ok { "ok".into() } else { "WRONG".into() },
+        ]
+    }
+}
+
+/// `ccvm demo`: one workload at twice its RAM budget, without and with the
+/// compression cache.
+pub fn demo(format: Format) -> anyhow::Result<()> {
+    let workload = ccvm_workload::by_name("objheap").map_err(anyhow::Error::msg)?;
+    let (size, ram) = (64u64 << 20, 32u64 << 20);
+    if format == Format::Table {
+        println!(
+            "ccvm demo: the '{}' workload ({}) in a {} MiB region with {} MiB of RAM, paged live with userfaultfd to a swap file (O_DIRECT)\n",
+            workload.name,
+            workload.about,
+            size >> 20,
+            ram >> 20
+        );
+    }
+    let modes = [
+        ("no compression (LRU-FIFO to disk)", "none", 1.0),
+        ("compression cache, fixed 50% split (WKdm)", "fixed", 0.5),
+    ];
+    let mut rows = Vec::new();
+    for (label, policy, share) in modes {
+        let opts = RunOptions {
+            workload,
+            size,
+            seed: 1,
+            config: RuntimeConfig {
+                ram_bytes: ram,
+                uncompressed_share: share,
+                policy: policy.into(),
+                codec: "wkdm".into(),
+                ..RuntimeConfig::default()
+            },
+        };
+        let r = run_one(label, &opts)?;
+        let s = &r.stats;
+        rows.push(DemoRow {
+            mode: label.into(),
+            wall_s: r.wall_s,
+            cache_faults: s.faults_cache,
+            disk_faults: s.faults_disk,
+            disk_read_mib: s.swap.bytes_read as f64 / (1 << 20) as f64,
+            disk_written_mib: s.swap.bytes_written as f64 / (1 << 20) as f64,
+            ratio: if s.pages_compressed > 0 {
+                s.compression_ratio()
+            } else {
+                0.0
+            },
+            checksum_ok: r.checksum_ok,
+        });
+    }
+    report::print(&rows, format)?;
+    if format == Format::Table {
+        println!("\nadaptive sizing (paper 000 §3) joins this table with the policy issue; `ccvm run --help` runs any workload.");
+    }
+    if rows.iter().any(|r| !r.checksum_ok) {
+        bail!("a paged run's checksum differs from plain memory's");
+    }
+    Ok(())
+}
