@@ -149,3 +149,109 @@ fn bench_store_reports_each_allocator_and_refuses_bad_settings() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn bad_run_settings_give_one_line() {
+    fails_with_one_line(
+        &ccvm(&["run", "--workload", "nosuch", "--size", "4M", "--ram", "1M"]),
+        &["unknown workload 'nosuch'", "hashindex"],
+    );
+    // clap's own errors add a hint line after the one that matters.
+    let out = ccvm(&["run", "--workload", "matmul", "--size", "4Q", "--ram", "1M"]);
+    assert!(!out.status.success());
+    let first = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first.contains("unknown size unit 'q' in '4Q'; use K, M or G"),
+        "{first}"
+    );
+    fails_with_one_line(
+        &ccvm(&[
+            "run",
+            "--workload",
+            "matmul",
+            "--size",
+            "4M",
+            "--ram",
+            "1M",
+            "--codec",
+            "zip",
+        ]),
+        &["unknown codec"],
+    );
+    fails_with_one_line(
+        &ccvm(&[
+            "run",
+            "--workload",
+            "matmul",
+            "--size",
+            "4M",
+            "--ram",
+            "1M",
+            "--uncompressed-share",
+            "2",
+        ]),
+        &["between 0 and 1"],
+    );
+    fails_with_one_line(
+        &ccvm(&[
+            "run",
+            "--workload",
+            "matmul",
+            "--size",
+            "4M",
+            "--ram",
+            "1M",
+            "--swap-dir",
+            "/no/such/dir",
+        ]),
+        &["cannot create a swap file in /no/such/dir", "--swap-dir"],
+    );
+}
+
+/// Without userfaultfd rights (an unprivileged user, with
+/// `vm.unprivileged_userfaultfd` at 0 and /dev/userfaultfd root-only), the
+/// run says so and what to do. Needs root to switch user; skipped otherwise.
+#[test]
+fn without_userfaultfd_rights_the_run_says_what_to_do() {
+    let unprivileged = std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd").unwrap_or_default();
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if !is_root || unprivileged.trim() != "0" || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root, setpriv and vm.unprivileged_userfaultfd=0");
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_ccvm"),
+        ])
+        .args(["run", "--workload", "matmul", "--size", "2M", "--ram", "1M"])
+        .output()
+        .unwrap();
+    fails_with_one_line(
+        &out,
+        &[
+            "userfaultfd is not available",
+            "run as root",
+            "unprivileged_userfaultfd=1",
+        ],
+    );
+}
+
+#[test]
+fn run_reports_a_matching_checksum_and_the_faults() {
+    let out = ccvm(&["run", "--workload", "matmul", "--size", "2M", "--ram", "1M", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["checksum_ok"], true);
+    assert!(v["stats"]["faults_cache"].as_u64().unwrap() > 0);
+    assert!(v["stats"]["latency_cache"]["p50_us"].as_f64().unwrap() > 0.0);
+}

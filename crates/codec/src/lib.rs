@@ -40,6 +40,7 @@
 
 pub mod baseline;
 mod bits;
+pub mod copy;
 pub mod cpack;
 pub mod delta16;
 mod error;

@@ -1,8 +1,8 @@
 //! Finding codecs by name.
 
 use crate::{
-    baseline, cpack::CPack, delta16::Delta16, exepack2::Exepack2, hybrid::Hybrid, iterated::Iterated, lzrw1::Lzrw1,
-    pbpm::Pbpm, wk, Codec,
+    baseline, copy::Copy, cpack::CPack, delta16::Delta16, exepack2::Exepack2, hybrid::Hybrid, iterated::Iterated,
+    lzrw1::Lzrw1, pbpm::Pbpm, wk, Codec,
 };
 
 /// A codec's name, what it is, and how to make one.
@@ -50,6 +50,12 @@ pub const CODECS: &[CodecInfo] = &[
         about: "C-Pack: zero patterns + 16-word FIFO dictionary, for cache lines and pages (paper 003 §6.6)",
         general: true,
         make: || Box::new(CPack::new()),
+    },
+    CodecInfo {
+        name: "copy",
+        about: "no compression: the page as it is (the control of experiments)",
+        general: false,
+        make: || Box::new(Copy),
     },
     CodecInfo {
         name: "delta16",
