@@ -34,6 +34,7 @@ mod pager;
 mod region;
 mod stats;
 mod swap;
+mod uffd;
 
 pub use config::{RuntimeConfig, RuntimeError, TraceConfig};
 pub use pager::FATAL_EXIT;

@@ -19,7 +19,7 @@
 //!   one-line message and exit status 3: the faulting thread is blocked in
 //!   the kernel and no data can be given to it that is not the page's.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,11 +27,11 @@ use ccvm_codec::{Codec, PAGE_SIZE};
 use ccvm_policy::{Action, Level, Policy};
 use ccvm_store::{Store, StoreError, Stored, ENTRY_BYTES};
 use ccvm_trace::TraceWriter;
-use userfaultfd::{Event, FaultKind, ReadWrite, Uffd};
 
 use crate::aligned::AlignedBuf;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
+use crate::uffd::{Fault, Uffd};
 
 /// Exit status when paging cannot go on safely.
 pub const FATAL_EXIT: i32 = 3;
@@ -110,14 +110,14 @@ impl Pager {
         }
     }
 
-    fn addr(&self, page: usize) -> *mut libc::c_void {
-        (self.base + page * PAGE_SIZE) as *mut libc::c_void
+    fn addr(&self, page: usize) -> usize {
+        self.base + page * PAGE_SIZE
     }
 
     /// Serves faults until `stop` becomes readable; returns the trace
     /// writer, if any, for the caller to finish.
     pub fn run(mut self, stop: RawFd) -> (RuntimeStats, Option<TraceWriter>) {
-        let uffd_fd = self.uffd.as_raw_fd();
+        let uffd_fd = self.uffd.raw();
         loop {
             let mut fds = [
                 libc::pollfd {
@@ -141,8 +141,8 @@ impl Pager {
                 fatal(format!("poll on userfaultfd: {e}"));
             }
             loop {
-                match self.uffd.read_event() {
-                    Ok(Some(event)) => self.handle(event),
+                match self.uffd.read_fault() {
+                    Ok(Some(fault)) => self.handle(fault),
                     Ok(None) => break,
                     Err(e) => fatal(format!("reading userfaultfd events: {e}")),
                 }
@@ -170,20 +170,16 @@ impl Pager {
         *self.shared.lock().expect("stats") = s;
     }
 
-    fn handle(&mut self, event: Event) {
-        let Event::Pagefault { kind, rw, addr } = event else {
-            return;
-        };
-        let page = (addr as usize - self.base) / PAGE_SIZE;
+    fn handle(&mut self, fault: Fault) {
+        let page = fault.addr.wrapping_sub(self.base) / PAGE_SIZE;
         if page >= self.state.len() {
             return;
         }
-        match kind {
-            FaultKind::Missing => self.serve(page, rw == ReadWrite::Write),
-            FaultKind::WriteProtected => {
-                self.stats.faults_repeat += 1;
-                self.wake(page);
-            }
+        if fault.write_protect {
+            self.stats.faults_repeat += 1;
+            self.wake(page);
+        } else {
+            self.serve(page, fault.write);
         }
     }
 
@@ -196,13 +192,10 @@ impl Pager {
     fn map_page(&self, page: usize) {
         // SAFETY: the source is our own 4096-byte buffer; the destination
         // is a page of the registered region that is not mapped.
-        let r = unsafe {
-            self.uffd
-                .copy(self.page.as_ptr().cast(), self.addr(page), PAGE_SIZE, true)
-        };
+        let r = unsafe { self.uffd.copy(self.page.as_ptr(), self.addr(page), PAGE_SIZE) };
         match r {
-            Ok(_) => {}
-            Err(userfaultfd::Error::CopyFailed(e)) if e as i32 == libc::EEXIST => self.wake(page),
+            Ok(()) => {}
+            Err(nix::errno::Errno::EEXIST) => self.wake(page),
             Err(e) => fatal(format!("userfaultfd copy: {e}")),
         }
     }
@@ -216,11 +209,9 @@ impl Pager {
                 return;
             }
             PageState::Untouched => {
-                // SAFETY: a page of the registered region that is not mapped.
-                let r = unsafe { self.uffd.zeropage(self.addr(page), PAGE_SIZE, true) };
-                match r {
-                    Ok(_) => {}
-                    Err(userfaultfd::Error::ZeropageFailed(e)) if e as i32 == libc::EEXIST => self.wake(page),
+                match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
+                    Ok(()) => {}
+                    Err(nix::errno::Errno::EEXIST) => self.wake(page),
                     Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
                 }
                 self.stats.faults_zero += 1;
@@ -303,7 +294,7 @@ impl Pager {
         // thread changes it while it is copied.
         unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, self.page.as_mut_ptr(), PAGE_SIZE) };
         // SAFETY: a page-aligned range of our own mapping.
-        if unsafe { libc::madvise(addr, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
+        if unsafe { libc::madvise(addr as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
             fatal(format!("madvise: {}", std::io::Error::last_os_error()));
         }
         self.resident -= 1;

@@ -11,12 +11,12 @@ use ccvm_codec::PAGE_SIZE;
 use ccvm_policy::Budget;
 use ccvm_store::{Store, StoreConfig};
 use ccvm_trace::{Header, TraceWriter};
-use userfaultfd::{IoctlFlags, RegisterMode, UffdBuilder};
 
 use crate::config::{RuntimeConfig, RuntimeError};
 use crate::pager::Pager;
 use crate::stats::RuntimeStats;
 use crate::swap::SwapFile;
+use crate::uffd::Uffd;
 
 type Finished = (RuntimeStats, Option<TraceWriter>);
 
@@ -118,12 +118,7 @@ impl Region {
             None => None,
         };
 
-        let uffd = UffdBuilder::new()
-            .close_on_exec(true)
-            .non_blocking(true)
-            .user_mode_only(false)
-            .create()
-            .map_err(|e| RuntimeError::NoUserfaultfd(e.to_string()))?;
+        let uffd = Uffd::open().map_err(RuntimeError::NoUserfaultfd)?;
         // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
         let base = unsafe {
             libc::mmap(
@@ -146,16 +141,9 @@ impl Region {
         // Huge pages would fill 2 MiB at a time behind the handler's back.
         // SAFETY: our own mapping.
         unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
-        let ioctls = uffd
-            .register_with_mode(base, len, RegisterMode::MISSING | RegisterMode::WRITE_PROTECT)
-            .map_err(|_| {
-                unmap(RuntimeError::KernelTooOld(
-                    "userfaultfd write-protection of anonymous memory",
-                ))
-            })?;
-        if !ioctls.contains(IoctlFlags::COPY | IoctlFlags::ZEROPAGE | IoctlFlags::WRITE_PROTECT) {
+        if !uffd.register(base as usize, len) {
             return Err(unmap(RuntimeError::KernelTooOld(
-                "UFFDIO_COPY, ZEROPAGE or WRITEPROTECT",
+                "userfaultfd write-protection of anonymous memory",
             )));
         }
         // SAFETY: eventfd with valid flags; the result is checked.

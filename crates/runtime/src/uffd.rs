@@ -1,0 +1,232 @@
+//! userfaultfd, the few operations the runtime needs.
+//!
+//! The kernel interface is small and stable (`linux/userfaultfd.h`: the API
+//! handshake since Linux 4.3, write protection of anonymous memory since
+//! 5.7), so the structures are declared here and the ioctls made with
+//! `nix`. The `userfaultfd` crate would do the same through bindings that
+//! `bindgen` generates at build time, which needs libclang on the build
+//! machine; a fresh machine has no libclang, and ccvm must build there.
+
+use std::fs::OpenOptions;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+
+const UFFD_API: u64 = 0xAA;
+const EVENT_PAGEFAULT: u8 = 0x12;
+const FLAG_WRITE: u64 = 1 << 0;
+const FLAG_WP: u64 = 1 << 1;
+const REGISTER_MISSING: u64 = 1 << 0;
+const REGISTER_WP: u64 = 1 << 1;
+const WRITEPROTECT_WP: u64 = 1 << 0;
+/// Bits of the ioctls a registration allows: wake, copy, zeropage, writeprotect.
+const NEEDED_IOCTLS: u64 = 1 << 0x02 | 1 << 0x03 | 1 << 0x04 | 1 << 0x06;
+
+#[repr(C)]
+struct Api {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Range {
+    start: u64,
+    len: u64,
+}
+
+#[repr(C)]
+struct Register {
+    range: Range,
+    mode: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct Copy {
+    dst: u64,
+    src: u64,
+    len: u64,
+    mode: u64,
+    copy: i64,
+}
+
+#[repr(C)]
+struct Zeropage {
+    range: Range,
+    mode: u64,
+    zeropage: i64,
+}
+
+#[repr(C)]
+struct Writeprotect {
+    range: Range,
+    mode: u64,
+}
+
+nix::ioctl_readwrite!(ioctl_api, 0xAA, 0x3F, Api);
+nix::ioctl_readwrite!(ioctl_register, 0xAA, 0x00, Register);
+nix::ioctl_read!(ioctl_wake, 0xAA, 0x02, Range);
+nix::ioctl_readwrite!(ioctl_copy, 0xAA, 0x03, Copy);
+nix::ioctl_readwrite!(ioctl_zeropage, 0xAA, 0x04, Zeropage);
+nix::ioctl_readwrite!(ioctl_writeprotect, 0xAA, 0x06, Writeprotect);
+
+/// A page fault the kernel reports.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fault {
+    /// The faulting address.
+    pub addr: usize,
+    /// A write access.
+    pub write: bool,
+    /// A write to a write-protected page (else: a missing page).
+    pub write_protect: bool,
+}
+
+/// A userfaultfd descriptor, non-blocking.
+pub(crate) struct Uffd {
+    fd: OwnedFd,
+}
+
+impl Uffd {
+    /// Opens a userfaultfd that also handles faults the kernel takes on the
+    /// program's behalf (a read(2) into a region): through the system
+    /// call, or failing that through /dev/userfaultfd.
+    pub fn open() -> Result<Uffd, String> {
+        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        // SAFETY: the userfaultfd system call with valid flags.
+        let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
+        let fd = if fd >= 0 {
+            // SAFETY: a new descriptor we own.
+            unsafe { OwnedFd::from_raw_fd(fd) }
+        } else {
+            let syscall_err = std::io::Error::last_os_error();
+            let dev = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/userfaultfd")
+                .map_err(|e| format!("system call: {syscall_err}; /dev/userfaultfd: {e}"))?;
+            // USERFAULTFD_IOC_NEW takes the new descriptor's flags.
+            let request = nix::request_code_none!(0xAA, 0x00);
+            // SAFETY: the device's one ioctl, with an integer argument.
+            let fd = unsafe { libc::ioctl(dev.as_raw_fd(), request, flags) };
+            if fd < 0 {
+                return Err(format!(
+                    "system call: {syscall_err}; /dev/userfaultfd: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            // SAFETY: a new descriptor we own.
+            unsafe { OwnedFd::from_raw_fd(fd) }
+        };
+        let mut api = Api {
+            api: UFFD_API,
+            features: 0,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API on our descriptor with a valid struct.
+        unsafe { ioctl_api(fd.as_raw_fd(), &mut api) }.map_err(|e| format!("UFFDIO_API: {e}"))?;
+        Ok(Uffd { fd })
+    }
+
+    /// The descriptor, for poll(2).
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Registers `[start, start + len)` for missing-page and write-protect
+    /// faults; `false` if the kernel cannot (before Linux 5.7).
+    pub fn register(&self, start: usize, len: usize) -> bool {
+        let mut r = Register {
+            range: Range {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: REGISTER_MISSING | REGISTER_WP,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_REGISTER with a valid struct.
+        let ok = unsafe { ioctl_register(self.raw(), &mut r) }.is_ok();
+        ok && r.ioctls & NEEDED_IOCTLS == NEEDED_IOCTLS
+    }
+
+    /// Maps a copy of `src` (one page, ours) at `dst` and wakes its waiters.
+    ///
+    /// # Safety
+    ///
+    /// `src` is valid for `len` bytes; `dst` is a registered range.
+    pub unsafe fn copy(&self, src: *const u8, dst: usize, len: usize) -> Result<(), Errno> {
+        let mut c = Copy {
+            dst: dst as u64,
+            src: src as u64,
+            len: len as u64,
+            mode: 0,
+            copy: 0,
+        };
+        ioctl_copy(self.raw(), &mut c).map(drop)
+    }
+
+    /// Maps the zero page at `dst` and wakes its waiters.
+    pub fn zeropage(&self, dst: usize, len: usize) -> Result<(), Errno> {
+        let mut z = Zeropage {
+            range: Range {
+                start: dst as u64,
+                len: len as u64,
+            },
+            mode: 0,
+            zeropage: 0,
+        };
+        // SAFETY: UFFDIO_ZEROPAGE with a valid struct; the kernel checks the range.
+        unsafe { ioctl_zeropage(self.raw(), &mut z) }.map(drop)
+    }
+
+    /// Wakes threads waiting on faults in the range.
+    pub fn wake(&self, start: usize, len: usize) -> Result<(), Errno> {
+        let mut r = Range {
+            start: start as u64,
+            len: len as u64,
+        };
+        // SAFETY: UFFDIO_WAKE with a valid struct.
+        unsafe { ioctl_wake(self.raw(), &mut r) }.map(drop)
+    }
+
+    /// Write-protects the range, without waking anyone.
+    pub fn write_protect(&self, start: usize, len: usize) -> Result<(), Errno> {
+        let mut w = Writeprotect {
+            range: Range {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: WRITEPROTECT_WP,
+        };
+        // SAFETY: UFFDIO_WRITEPROTECT with a valid struct.
+        unsafe { ioctl_writeprotect(self.raw(), &mut w) }.map(drop)
+    }
+
+    /// The next page fault, or `None` when none is pending. Other events
+    /// (none are requested) are skipped.
+    pub fn read_fault(&self) -> Result<Option<Fault>, Errno> {
+        loop {
+            let mut msg = [0u8; 32];
+            // SAFETY: reading one 32-byte uffd_msg into our buffer.
+            let n = unsafe { libc::read(self.raw(), msg.as_mut_ptr().cast(), msg.len()) };
+            if n < 0 {
+                return match Errno::last() {
+                    Errno::EAGAIN => Ok(None),
+                    Errno::EINTR => continue,
+                    e => Err(e),
+                };
+            }
+            if n != 32 || msg[0] != EVENT_PAGEFAULT {
+                continue;
+            }
+            let flags = u64::from_ne_bytes(msg[8..16].try_into().expect("8 bytes"));
+            let addr = u64::from_ne_bytes(msg[16..24].try_into().expect("8 bytes"));
+            return Ok(Some(Fault {
+                addr: addr as usize,
+                write: flags & FLAG_WRITE != 0,
+                write_protect: flags & FLAG_WP != 0,
+            }));
+        }
+    }
+}
