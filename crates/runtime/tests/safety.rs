@@ -126,3 +126,49 @@ fn nothing_is_left_after_a_region_is_dropped() {
     // Each region holds a userfaultfd, an eventfd and its swap file.
     assert!(open_fds() < before + 3, "descriptors leak");
 }
+
+/// Runs in a child process (see `a_full_disk_stops_the_run`).
+#[test]
+fn full_disk_child() {
+    let Some(dir) = std::env::var_os("CCVM_FULL_DISK_CHILD") else {
+        return;
+    };
+    let config = RuntimeConfig {
+        swap_dir: Some(dir.into()),
+        ..small("none", 1.0)
+    };
+    let mut region = Region::new(4 << 20, config).unwrap();
+    fill(&mut region);
+    let sum: u64 = region.as_mut_slice().iter().map(|&b| b as u64).sum();
+    println!("paged 4 MiB through a 128 KiB disk: {sum}");
+}
+
+/// A swap directory on a 128 KiB tmpfs fills up: the run stops with a
+/// clear message. Needs root to mount; skipped otherwise.
+#[test]
+fn a_full_disk_stops_the_run() {
+    let dir = std::env::temp_dir().join(format!("ccvm-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=128k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a small tmpfs (needs root)");
+        let _ = std::fs::remove_dir(&dir);
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "full_disk_child", "--nocapture", "--test-threads", "1"])
+        .env("CCVM_FULL_DISK_CHILD", &dir)
+        .output()
+        .unwrap();
+    let _ = Command::new("umount").arg(&dir).status();
+    let _ = std::fs::remove_dir(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(FATAL_EXIT), "stderr: {stderr}");
+    let line = stderr.lines().find(|l| l.starts_with("ccvm:")).expect("a ccvm: line");
+    assert!(line.contains("no space left") && line.contains("--swap-dir"), "{line}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("paged 4 MiB"));
+}
