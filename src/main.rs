@@ -88,9 +88,15 @@ struct RunArgs {
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
     #[arg(long, default_value_t = 0.5)]
     uncompressed_share: f64,
-    /// Policy: fixed (the split above) or none (no compression cache).
+    /// Policy: fixed (the split above), none (no compression cache) or adaptive (paper 000 §3).
     #[arg(long, default_value = "fixed")]
     policy: String,
+    /// Cost of a disk fault for the adaptive policy (plus --disk-latency).
+    #[arg(long, value_parser = live::parse_duration, default_value = "100us")]
+    disk_cost: std::time::Duration,
+    /// Cost of a compression-cache fault for the adaptive policy.
+    #[arg(long, value_parser = live::parse_duration, default_value = "25us")]
+    cache_cost: std::time::Duration,
     /// Codec of the compression cache (see `ccvm codecs`).
     #[arg(long, default_value = "wkdm")]
     codec: String,
@@ -199,6 +205,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     swap_dir: args.swap_dir,
                     disk_latency: args.disk_latency.unwrap_or_default(),
                     trace: None,
+                    disk_cost: args.disk_cost,
+                    cache_cost: args.cache_cost,
                 },
             };
             let report = live::run_one("run", &opts)?;

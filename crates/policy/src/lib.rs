@@ -19,9 +19,12 @@
 //! exceeded) goes back through the policy too, so the two never drift.
 #![deny(missing_docs)]
 
+mod adaptive;
 mod fixed;
 mod queue;
+mod recency;
 
+pub use adaptive::{Adaptive, Costs, TARGETS};
 pub use fixed::FixedSplit;
 
 /// Where a page is when it is touched.
@@ -103,16 +106,25 @@ pub trait Policy: Send {
     fn uncompressed_limit(&self) -> usize;
 }
 
-/// The policies by name, made for a budget. `uncompressed_share` is used
-/// by the fixed split.
+/// What the policies are made with besides the budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// The fixed split's share of uncompressed memory.
+    pub uncompressed_share: f64,
+    /// The adaptive policy's cost model.
+    pub costs: Costs,
+}
+
+/// The policies by name, made for a budget.
 ///
 /// # Errors
 ///
 /// An unknown name, with the known ones.
-pub fn by_name(name: &str, budget: Budget, uncompressed_share: f64) -> Result<Box<dyn Policy>, String> {
+pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Policy>, String> {
     match name {
-        "fixed" => Ok(Box::new(FixedSplit::new(budget, uncompressed_share))),
+        "fixed" => Ok(Box::new(FixedSplit::new(budget, params.uncompressed_share))),
         "none" => Ok(Box::new(FixedSplit::new(budget, 1.0))),
+        "adaptive" => Ok(Box::new(Adaptive::new(budget, params.costs))),
         _ => Err(format!("unknown policy '{name}'; known: {}", NAMES.join(", "))),
     }
 }
@@ -120,4 +132,5 @@ pub fn by_name(name: &str, budget: Budget, uncompressed_share: f64) -> Result<Bo
 /// Names [`by_name`] accepts.
 /// `none` keeps no compression cache: every page evicted goes to disk
 /// uncompressed (the baseline).
-pub const NAMES: &[&str] = &["fixed", "none"];
+/// `adaptive` is paper 000 §3's cost/benefit sizing.
+pub const NAMES: &[&str] = &["fixed", "none", "adaptive"];

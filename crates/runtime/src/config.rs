@@ -20,6 +20,10 @@ pub struct RuntimeConfig {
     pub disk_latency: Duration,
     /// Record a trace of the run.
     pub trace: Option<TraceConfig>,
+    /// What the adaptive policy takes a disk fault to cost, all in.
+    pub disk_cost: Duration,
+    /// What it takes a compression-cache fault to cost, all in.
+    pub cache_cost: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -32,6 +36,10 @@ impl Default for RuntimeConfig {
             swap_dir: None,
             disk_latency: Duration::ZERO,
             trace: None,
+            // Measured here (`ccvm run`, wall time over faults): about 100 µs
+            // per disk fault and 25 µs per cache fault, end to end.
+            disk_cost: Duration::from_micros(100),
+            cache_cost: Duration::from_micros(25),
         }
     }
 }

@@ -93,11 +93,11 @@ unsafe fn config_from(c: &CcvmConfig) -> Result<RuntimeConfig, String> {
     Ok(RuntimeConfig {
         ram_bytes: c.ram_bytes,
         uncompressed_share: c.uncompressed_share,
-        policy: text(c.policy, "policy")?.unwrap_or(d.policy),
-        codec: text(c.codec, "codec")?.unwrap_or(d.codec),
+        policy: text(c.policy, "policy")?.unwrap_or(d.policy.clone()),
+        codec: text(c.codec, "codec")?.unwrap_or(d.codec.clone()),
         swap_dir: text(c.swap_dir, "swap_dir")?.map(Into::into),
         disk_latency: Duration::from_nanos(c.disk_latency_ns),
-        trace: None,
+        ..d
     })
 }
 

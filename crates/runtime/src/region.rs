@@ -89,8 +89,14 @@ impl Region {
             ram_bytes: config.ram_bytes,
             page_size: PAGE_SIZE as u64,
         };
-        let policy =
-            ccvm_policy::by_name(&config.policy, budget, config.uncompressed_share).map_err(RuntimeError::Config)?;
+        let params = ccvm_policy::Params {
+            uncompressed_share: config.uncompressed_share,
+            costs: ccvm_policy::Costs {
+                disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
+                codec_ns: config.cache_cost.as_nanos() as f64,
+            },
+        };
+        let policy = ccvm_policy::by_name(&config.policy, budget, params).map_err(RuntimeError::Config)?;
         let store = Store::new(StoreConfig {
             codec: config.codec.clone(),
             chunk_size: 16 * 1024,

@@ -1,0 +1,341 @@
+//! Paper 000 §3's adaptive sizing: an online cost/benefit analysis over
+//! the recency order of pages, choosing how much of memory to keep
+//! compressed.
+//!
+//! For each target compressed share c of memory (0, 10, 23, 37 and 50%,
+//! as the paper's simulations), with M frames: the uncompressed region is
+//! U = M(1 − c) frames, and the effective memory E = U + cM·r pages, where
+//! r is the recent compression ratio. A touch at recency position p (pages
+//! touched since the page's previous touch) is, under target c, a
+//! compression-cache hit if U ≤ p < E, costing a compression and a
+//! decompression, and a disk fault if p ≥ E. Decayed counts of both, per
+//! target, give each target's paging cost; the cheapest wins.
+//!
+//! Choices, where the paper leaves room:
+//! * Only "interesting" touches count and advance time: those at or beyond
+//!   the smallest uncompressed region (p ≥ M/2), the touches any target
+//!   could treat differently. Each such event multiplies the weight of
+//!   all earlier ones by d, with d^M = 0.2 (the M-th most recent event
+//!   weighs 20% of the newest), implemented by growing the increment.
+//! * The target is chosen again only when a compressed or swapped page is
+//!   touched, and memory moves between the levels on demand: a fault evicts
+//!   uncompressed pages (compressing them) while more than the target's
+//!   uncompressed frames are held, and spills the oldest compressed pages
+//!   while memory is over budget. Pages are always compressed before they
+//!   go to disk, as the paper assumes, so a 0% target compresses and
+//!   spills at once.
+//! * The ratio r is the page size over a moving average (weight 1/64) of
+//!   the bytes each compressed page takes, clamped to [1, 4].
+//! * The recency order covers three memories' worth of pages, enough for
+//!   E at a 50% share and a ratio of 4 (2.5 M) with room to spare.
+//! * Cost model: `disk_ns` per disk fault, `codec_ns` per cache hit
+//!   (compress plus decompress, or, live, the whole cost of a cache fault).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::queue::RecencyQueue;
+use crate::recency::{Recency, BEYOND};
+use crate::{Action, Budget, Level, Policy};
+
+/// The target compressed shares of memory.
+pub const TARGETS: [f64; 5] = [0.0, 0.10, 0.23, 0.37, 0.50];
+
+/// Costs the analysis weighs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    /// Cost of a disk fault, nanoseconds.
+    pub disk_ns: f64,
+    /// Cost of a compression-cache hit, nanoseconds.
+    pub codec_ns: f64,
+}
+
+/// The adaptive policy. See the [module docs](self).
+pub struct Adaptive {
+    frames: usize,
+    page_size: u64,
+    ram: u64,
+    costs: Costs,
+    recency: Recency,
+    hits: [f64; TARGETS.len()],
+    faults: [f64; TARGETS.len()],
+    weight: f64,
+    decay: f64,
+    avg_bytes: f64,
+    target: usize,
+    uncompressed_target: usize,
+    uncompressed: RecencyQueue,
+    compressed: RecencyQueue,
+    sizes: HashMap<u64, u64>,
+    compressed_bytes: u64,
+    on_disk: HashSet<u64>,
+}
+
+impl Adaptive {
+    /// An adaptive policy over `budget` weighing `costs`; it starts with no
+    /// compression cache.
+    ///
+    /// ```
+    /// use ccvm_policy::{Action, Adaptive, Budget, Costs, Level, Policy};
+    /// let budget = Budget { ram_bytes: 100 * 4096, page_size: 4096 };
+    /// let mut p = Adaptive::new(budget, Costs { disk_ns: 5e6, codec_ns: 1e5 });
+    /// let mut actions = Vec::new();
+    /// for page in 0..101 {
+    ///     p.touch(page, Level::New, &mut actions);
+    /// }
+    /// assert_eq!(actions, [Action::Compress(0)]);
+    /// ```
+    pub fn new(budget: Budget, costs: Costs) -> Self {
+        let frames = ((budget.ram_bytes / budget.page_size) as usize).max(2);
+        Adaptive {
+            frames,
+            page_size: budget.page_size,
+            ram: budget.ram_bytes,
+            costs,
+            recency: Recency::new(3 * frames),
+            hits: [0.0; TARGETS.len()],
+            faults: [0.0; TARGETS.len()],
+            weight: 1.0,
+            decay: 0.2f64.powf(1.0 / frames as f64),
+            avg_bytes: budget.page_size as f64 / 2.0,
+            target: 0,
+            uncompressed_target: frames,
+            uncompressed: RecencyQueue::default(),
+            compressed: RecencyQueue::default(),
+            sizes: HashMap::new(),
+            compressed_bytes: 0,
+            on_disk: HashSet::new(),
+        }
+    }
+
+    /// The compressed share currently chosen.
+    pub fn target_share(&self) -> f64 {
+        TARGETS[self.target]
+    }
+
+    fn ratio(&self) -> f64 {
+        (self.page_size as f64 / self.avg_bytes).clamp(1.0, 4.0)
+    }
+
+    fn regions(&self, t: usize) -> (usize, usize) {
+        let u = (self.frames as f64 * (1.0 - TARGETS[t])).floor() as usize;
+        let e = u + ((self.frames - u) as f64 * self.ratio()) as usize;
+        (u, e)
+    }
+
+    /// Counts a touch at recency position `p` for every target.
+    fn record(&mut self, p: usize) {
+        let smallest = self.regions(TARGETS.len() - 1).0;
+        if p < smallest {
+            return;
+        }
+        self.weight /= self.decay;
+        if self.weight > 1e200 {
+            for x in self.hits.iter_mut().chain(self.faults.iter_mut()) {
+                *x /= self.weight;
+            }
+            self.weight = 1.0;
+        }
+        for t in 0..TARGETS.len() {
+            let (u, e) = self.regions(t);
+            if p == BEYOND || p >= e {
+                self.faults[t] += self.weight;
+            } else if p >= u {
+                self.hits[t] += self.weight;
+            }
+        }
+    }
+
+    fn choose(&mut self) {
+        let cost = |t: usize| self.hits[t] * self.costs.codec_ns + self.faults[t] * self.costs.disk_ns;
+        // Ties go to the smaller cache: compression must earn its keep.
+        let best = (0..TARGETS.len()).fold(0, |b, t| if cost(t) < cost(b) { t } else { b });
+        self.target = best;
+        self.uncompressed_target = self.regions(best).0.max(1);
+    }
+
+    fn over_ram(&self) -> bool {
+        self.uncompressed.len() as u64 * self.page_size + self.compressed_bytes > self.ram
+    }
+
+    fn spill_oldest(&mut self, actions: &mut Vec<Action>) -> bool {
+        match self.compressed.pop_oldest() {
+            Some(victim) => {
+                self.compressed_bytes -= self.sizes.remove(&victim).unwrap_or(0);
+                self.on_disk.insert(victim);
+                actions.push(Action::Spill(victim));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Policy for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) {
+        let p = self.recency.touch(page);
+        self.record(p);
+        match from {
+            Level::Compressed => {
+                if self.compressed.remove(page) {
+                    self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
+                }
+                self.choose();
+            }
+            Level::Disk => {
+                self.on_disk.remove(&page);
+                self.choose();
+            }
+            Level::New | Level::Uncompressed => {}
+        }
+        self.uncompressed.push_newest(page);
+        while self.uncompressed.len() > self.uncompressed_target.min(self.frames) {
+            let victim = self.uncompressed.pop_oldest().expect("over the target, so not empty");
+            actions.push(Action::Compress(victim));
+        }
+        while self.over_ram() && self.spill_oldest(actions) {}
+    }
+
+    fn compressed(&mut self, page: u64, bytes: u64, actions: &mut Vec<Action>) {
+        self.avg_bytes += (bytes as f64 - self.avg_bytes) / 64.0;
+        self.compressed.push_newest(page);
+        self.compressed_bytes += bytes;
+        if let Some(old) = self.sizes.insert(page, bytes) {
+            self.compressed_bytes -= old;
+        }
+        while self.over_ram() && self.spill_oldest(actions) {}
+    }
+
+    fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
+        self.spill_oldest(actions)
+    }
+
+    fn swapped_instead(&mut self, page: u64) {
+        self.on_disk.insert(page);
+    }
+
+    fn occupancy(&self) -> (usize, usize, usize) {
+        (self.uncompressed.len(), self.compressed.len(), self.on_disk.len())
+    }
+
+    fn compressed_bytes(&self) -> u64 {
+        self.compressed_bytes
+    }
+
+    fn cache_limit(&self) -> u64 {
+        self.ram - self.regions(TARGETS.len() - 1).0 as u64 * self.page_size
+    }
+
+    fn uncompressed_limit(&self) -> usize {
+        self.frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = 4096;
+
+    /// Drives the policy as a mechanism would, compressing every page to
+    /// `bytes`; returns (disk faults, cache hits) over `refs`.
+    fn replay(p: &mut Adaptive, refs: &[u64], bytes: u64) -> (u64, u64) {
+        let mut level: HashMap<u64, Level> = HashMap::new();
+        let (mut disk, mut hits) = (0, 0);
+        let mut actions = Vec::new();
+        for &r in refs {
+            let from = *level.get(&r).unwrap_or(&Level::New);
+            match from {
+                Level::Disk => disk += 1,
+                Level::Compressed => hits += 1,
+                _ => {}
+            }
+            p.touch(r, from, &mut actions);
+            level.insert(r, Level::Uncompressed);
+            let mut i = 0;
+            while i < actions.len() {
+                match actions[i] {
+                    Action::Compress(v) => {
+                        level.insert(v, Level::Compressed);
+                        let mut more = Vec::new();
+                        p.compressed(v, bytes, &mut more);
+                        actions.extend(more);
+                    }
+                    Action::Spill(v) | Action::SwapOut(v) => {
+                        level.insert(v, Level::Disk);
+                    }
+                }
+                i += 1;
+            }
+            actions.clear();
+            let (u, _, _) = p.occupancy();
+            assert!(u as u64 * PAGE + p.compressed_bytes() <= 100 * PAGE, "over budget");
+        }
+        (disk, hits)
+    }
+
+    fn budget() -> Budget {
+        Budget {
+            ram_bytes: 100 * PAGE,
+            page_size: PAGE,
+        }
+    }
+
+    #[test]
+    fn a_loop_slightly_larger_than_memory_turns_compression_on() {
+        // 130 pages cycled: LRU faults on every touch; with a 2:1 cache at
+        // a 23% share or more, all of them fit.
+        let refs: Vec<u64> = (0..40).flat_map(|_| 0..130u64).collect();
+        let mut p = Adaptive::new(
+            budget(),
+            Costs {
+                disk_ns: 5e6,
+                codec_ns: 1e5,
+            },
+        );
+        let (disk, hits) = replay(&mut p, &refs, PAGE / 2);
+        assert!(p.target_share() >= 0.23, "share {}", p.target_share());
+        assert!(hits > disk * 5, "hits {hits}, disk {disk}");
+    }
+
+    #[test]
+    fn a_loop_that_fits_keeps_compression_off() {
+        let refs: Vec<u64> = (0..60).flat_map(|_| 0..90u64).collect();
+        let mut p = Adaptive::new(
+            budget(),
+            Costs {
+                disk_ns: 5e6,
+                codec_ns: 1e5,
+            },
+        );
+        let (disk, hits) = replay(&mut p, &refs, PAGE / 2);
+        assert_eq!(p.target_share(), 0.0);
+        assert_eq!((disk, hits), (0, 0));
+    }
+
+    #[test]
+    fn incompressible_pages_or_a_cheap_disk_keep_compression_off() {
+        let refs: Vec<u64> = (0..40).flat_map(|_| 0..130u64).collect();
+        let mut p = Adaptive::new(
+            budget(),
+            Costs {
+                disk_ns: 5e6,
+                codec_ns: 1e5,
+            },
+        );
+        replay(&mut p, &refs, PAGE);
+        assert_eq!(p.target_share(), 0.0, "ratio 1 gains nothing");
+        let mut p = Adaptive::new(
+            budget(),
+            Costs {
+                disk_ns: 1e5,
+                codec_ns: 5e6,
+            },
+        );
+        replay(&mut p, &refs, PAGE / 2);
+        assert_eq!(p.target_share(), 0.0, "codec dearer than disk");
+    }
+}
