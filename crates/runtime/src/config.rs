@@ -44,6 +44,27 @@ impl Default for RuntimeConfig {
     }
 }
 
+impl RuntimeConfig {
+    /// RAM held back from the policy for the store's own slack: its chunk
+    /// granularity, the chunk it requests ahead of need, fragmentation and
+    /// allocator books (1/32 of the RAM plus two 16 KiB chunks). The
+    /// policy's compressed bytes count each page's compressed size and
+    /// mapping entry only; with this reserve the store's hard limit is
+    /// rarely what decides, so a simulation of the same policy with
+    /// [`policy_budget`](Self::policy_budget) predicts the run closely.
+    pub fn store_reserve(&self) -> u64 {
+        self.ram_bytes / 32 + 2 * 16 * 1024
+    }
+
+    /// The budget the policy manages: the RAM less the store's reserve.
+    pub fn policy_budget(&self) -> ccvm_policy::Budget {
+        ccvm_policy::Budget {
+            ram_bytes: self.ram_bytes.saturating_sub(self.store_reserve()),
+            page_size: 4096,
+        }
+    }
+}
+
 /// Where and what to trace.
 #[derive(Debug, Clone)]
 pub struct TraceConfig {

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use ccvm_codec::PAGE_SIZE;
-use ccvm_policy::Budget;
 use ccvm_store::{Store, StoreConfig};
 use ccvm_trace::{Header, TraceWriter};
 
@@ -72,9 +71,9 @@ impl Region {
     /// error of the system call, swap file or trace file that failed.
     pub fn new(bytes: usize, config: RuntimeConfig) -> Result<Region, RuntimeError> {
         let len = bytes.max(PAGE_SIZE).next_multiple_of(PAGE_SIZE);
-        if config.ram_bytes < 2 * PAGE_SIZE as u64 {
+        if config.policy_budget().ram_bytes < 2 * PAGE_SIZE as u64 {
             return Err(RuntimeError::Config(format!(
-                "a RAM budget of {} bytes is below two pages; give at least 8192",
+                "a RAM budget of {} bytes leaves under two pages beside the store's reserve; give at least 64K",
                 config.ram_bytes
             )));
         }
@@ -85,10 +84,7 @@ impl Region {
             )));
         }
         let codec = ccvm_codec::by_name(&config.codec).map_err(RuntimeError::Config)?;
-        let budget = Budget {
-            ram_bytes: config.ram_bytes,
-            page_size: PAGE_SIZE as u64,
-        };
+        let budget = config.policy_budget();
         let params = ccvm_policy::Params {
             uncompressed_share: config.uncompressed_share,
             costs: ccvm_policy::Costs {
@@ -100,7 +96,7 @@ impl Region {
         let store = Store::new(StoreConfig {
             codec: config.codec.clone(),
             chunk_size: 16 * 1024,
-            memory_limit: policy.cache_limit().max(1) as usize,
+            memory_limit: (policy.cache_limit() + config.store_reserve()).max(1) as usize,
             ..StoreConfig::default()
         })
         .map_err(RuntimeError::Config)?;

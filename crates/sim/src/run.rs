@@ -1,0 +1,157 @@
+//! Replaying a trace through a policy.
+
+use ccvm_policy::{Action, Level, Policy};
+use ccvm_store::ENTRY_BYTES;
+
+use crate::{CodecCosts, Trace};
+
+/// The cost model of a simulation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimConfig {
+    /// Cost of reading a page from disk, nanoseconds (paper 000: 5 ms).
+    pub disk_read_ns: f64,
+    /// Cost of writing a page to disk; 0 as in paper 000 (writes overlap
+    /// with computation).
+    pub disk_write_ns: f64,
+    /// Multiplies measured codec times (CPU speed relative to this one).
+    pub cpu_factor: f64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            disk_read_ns: 5e6,
+            disk_write_ns: 0.0,
+            cpu_factor: 1.0,
+        }
+    }
+}
+
+/// What a simulation counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SimResult {
+    /// First touches.
+    pub zero_faults: u64,
+    /// Touches served from the compression cache.
+    pub cache_hits: u64,
+    /// Touches served from disk.
+    pub disk_faults: u64,
+    /// Pages compressed.
+    pub compressions: u64,
+    /// Pages decompressed (cache hits and compressed pages read from disk).
+    pub decompressions: u64,
+    /// Pages written to disk.
+    pub disk_writes: u64,
+    /// Codec time, nanoseconds (after the CPU factor).
+    pub codec_ns: f64,
+    /// Paging time: disk reads and writes plus codec time, nanoseconds.
+    pub paging_ns: f64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Where {
+    New,
+    Uncompressed,
+    /// In the cache with this image.
+    Compressed(u32),
+    /// On disk, compressed with this image.
+    DiskCompressed(u32),
+    DiskRaw,
+}
+
+/// Replays `trace` through `policy`, charging compressions with `costs`
+/// (the codec the cache uses) and disk traffic as `config` says.
+///
+/// Every reference is given to the policy with the level the simulated
+/// memory holds the page at; references to uncompressed pages too, so the
+/// policy sees exact recency (the live runtime sees only faults).
+pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, config: &SimConfig) -> SimResult {
+    let pages = trace
+        .pages()
+        .max(trace.refs.iter().map(|&p| p as usize + 1).max().unwrap_or(0));
+    let mut at = vec![Where::New; pages];
+    // The newest image recorded for each page so far.
+    let mut image = vec![u32::MAX; pages];
+    // Pages compressed before any image of theirs is recorded take their
+    // first one.
+    let mut first_image = vec![u32::MAX; pages];
+    for &(_, page, id) in trace.images.iter().rev() {
+        first_image[page as usize] = id;
+    }
+    let mut next_image = 0;
+    let mut r = SimResult::default();
+    let mut actions = Vec::new();
+    let mut codec_ns = 0u64;
+    for (t, &page) in trace.refs.iter().enumerate() {
+        // Images recorded after reference t was counted (time t + 1) are
+        // the contents its evictions compressed.
+        while next_image < trace.images.len() && trace.images[next_image].0 <= t as u64 + 1 {
+            let (_, p, id) = trace.images[next_image];
+            image[p as usize] = id;
+            next_image += 1;
+        }
+        let p = page as usize;
+        let from = match at[p] {
+            Where::New => {
+                r.zero_faults += 1;
+                Level::New
+            }
+            Where::Uncompressed => Level::Uncompressed,
+            Where::Compressed(id) => {
+                r.cache_hits += 1;
+                r.decompressions += 1;
+                codec_ns += costs.decompress_ns.get(id as usize).copied().unwrap_or(0) as u64;
+                Level::Compressed
+            }
+            Where::DiskCompressed(id) => {
+                r.disk_faults += 1;
+                r.decompressions += 1;
+                codec_ns += costs.decompress_ns[id as usize] as u64;
+                Level::Disk
+            }
+            Where::DiskRaw => {
+                r.disk_faults += 1;
+                Level::Disk
+            }
+        };
+        at[p] = Where::Uncompressed;
+        policy.touch(page as u64, from, &mut actions);
+        let mut i = 0;
+        while i < actions.len() {
+            match actions[i] {
+                Action::Compress(v) => {
+                    let v = v as usize;
+                    let id = if image[v] != u32::MAX { image[v] } else { first_image[v] };
+                    let (bytes, id) = if id == u32::MAX {
+                        (4096, u32::MAX)
+                    } else {
+                        codec_ns += costs.compress_ns[id as usize] as u64;
+                        (costs.size[id as usize] as u64, id)
+                    };
+                    r.compressions += 1;
+                    at[v] = Where::Compressed(id);
+                    let mut more = Vec::new();
+                    policy.compressed(v as u64, bytes + ENTRY_BYTES as u64, &mut more);
+                    actions.extend(more);
+                }
+                Action::Spill(v) => {
+                    let v = v as usize;
+                    r.disk_writes += 1;
+                    at[v] = match at[v] {
+                        Where::Compressed(id) if id != u32::MAX => Where::DiskCompressed(id),
+                        _ => Where::DiskRaw,
+                    };
+                }
+                Action::SwapOut(v) => {
+                    r.disk_writes += 1;
+                    at[v as usize] = Where::DiskRaw;
+                }
+            }
+            i += 1;
+        }
+        actions.clear();
+    }
+    r.codec_ns = codec_ns as f64 * config.cpu_factor;
+    r.paging_ns = r.disk_faults as f64 * config.disk_read_ns + r.disk_writes as f64 * config.disk_write_ns + r.codec_ns;
+    r
+}

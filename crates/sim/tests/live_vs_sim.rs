@@ -1,0 +1,66 @@
+//! Live equals simulated: a workload run live with tracing, and its trace
+//! replayed through the same policy at the same size, count the same
+//! faults.
+//!
+//! Tolerance, 2% of each count: the policy, its budget and its inputs are
+//! the same, but the live store charges its real memory (chunk slack,
+//! fragmentation) against a limit with a reserve above the policy's share
+//! (`RuntimeConfig::store_reserve`); when even that refuses a page, the
+//! runtime spills one more page than the policy alone would, which the
+//! simulator, charging compressed size plus bookkeeping only, does not.
+
+use ccvm_policy::{Costs, Params};
+use ccvm_runtime::{Region, RuntimeConfig, TraceConfig};
+use ccvm_sim::{simulate, CodecCosts, SimConfig, Trace};
+
+fn close(live: u64, sim: u64) -> bool {
+    live.abs_diff(sim) as f64 <= 0.02 * live.max(sim) as f64 + 2.0
+}
+
+#[test]
+fn live_and_simulated_fault_counts_agree() {
+    let size = 2usize << 20;
+    let ram = 512u64 << 10;
+    for (workload, policy) in [("graph", "fixed"), ("hashindex", "fixed"), ("graph", "adaptive")] {
+        let path = std::env::temp_dir().join(format!("ccvm-lvs-{}-{workload}-{policy}.trace", std::process::id()));
+        let w = ccvm_workload::by_name(workload).unwrap();
+        let config = RuntimeConfig {
+            ram_bytes: ram,
+            uncompressed_share: 0.5,
+            policy: policy.into(),
+            codec: "wkdm".into(),
+            trace: Some(TraceConfig {
+                path: path.clone(),
+                workload: workload.into(),
+                seed: 3,
+                run_time_ns: 0,
+            }),
+            ..RuntimeConfig::default()
+        };
+        let costs = Costs {
+            disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
+            codec_ns: config.cache_cost.as_nanos() as f64,
+        };
+        let budget = config.policy_budget();
+        let mut region = Region::new(size, config).unwrap();
+        (w.run)(region.as_mut_slice(), 3);
+        let live = region.finish().unwrap();
+
+        let trace = Trace::load(&path).unwrap();
+        let codec = CodecCosts::measure(&path, "wkdm", 1).unwrap();
+        let params = Params {
+            uncompressed_share: 0.5,
+            costs,
+        };
+        let mut p = ccvm_policy::by_name(policy, budget, params).unwrap();
+        let sim = simulate(&trace, &codec, p.as_mut(), &SimConfig::default());
+        eprintln!(
+            "{workload} {policy}: live zero/cache/disk {}/{}/{}, simulated {}/{}/{}",
+            live.faults_zero, live.faults_cache, live.faults_disk, sim.zero_faults, sim.cache_hits, sim.disk_faults
+        );
+        assert_eq!(sim.zero_faults, live.faults_zero);
+        assert!(close(live.faults_cache, sim.cache_hits), "{workload} {policy}: cache");
+        assert!(close(live.faults_disk, sim.disk_faults), "{workload} {policy}: disk");
+        std::fs::remove_file(path).unwrap();
+    }
+}
