@@ -7,6 +7,7 @@ mod bench_codecs;
 mod bench_store;
 mod live;
 mod report;
+mod sim;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +35,9 @@ enum Command {
     Trace(TraceArgs),
     /// Lists the built-in workloads.
     Workloads,
+    /// Trace-driven simulation.
+    #[command(subcommand)]
+    Sim(SimCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -65,6 +69,42 @@ struct BenchStoreArgs {
     chunks: Vec<usize>,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+#[derive(Subcommand)]
+enum SimCommand {
+    /// Simulates traces over memory sizes, policies, codecs and disk costs; writes CSV and JSON.
+    Sweep(SweepArgs),
+    /// Summarizes a sweep: paging-time reduction over each trace's interesting region.
+    Report {
+        /// The sweep's output folder.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// Trace files (from `ccvm trace`).
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// Output folder.
+    #[arg(long)]
+    out: PathBuf,
+    /// Codec of the cache (repeatable).
+    #[arg(long = "codec", value_name = "NAME", default_values_t = ["wkdm".to_string(), "lz4".to_string()])]
+    codecs: Vec<String>,
+    /// Policy to simulate besides LRU (repeatable).
+    #[arg(long = "policy", value_name = "NAME", default_values_t = ["adaptive".to_string(), "fixed".to_string(), "zswap".to_string(), "douglis".to_string()])]
+    policies: Vec<String>,
+    /// Memory sizes per trace, log-spaced (plus the interesting region's ends).
+    #[arg(long, default_value_t = 16)]
+    sizes: usize,
+    /// Timed runs per page image (the median is kept).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Multiplies the measured codec times (a slower or faster CPU).
+    #[arg(long, default_value_t = 1.0)]
+    cpu_factor: f64,
 }
 
 #[derive(Args)]
@@ -216,6 +256,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let workload = ccvm_workload::by_name(&args.workload).map_err(anyhow::Error::msg)?;
             live::trace(workload, args.size, args.seed, args.window, &args.codec, args.out)
         }
+        Command::Sim(SimCommand::Sweep(a)) => {
+            for p in &a.policies {
+                if !ccvm_policy::NAMES.contains(&p.as_str()) {
+                    anyhow::bail!("unknown policy '{p}'; known: {}", ccvm_policy::NAMES.join(", "));
+                }
+            }
+            for c in &a.codecs {
+                ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
+            }
+            sim::sweep(&sim::SweepOptions {
+                traces: a.traces,
+                out: a.out,
+                codecs: a.codecs,
+                policies: a.policies,
+                sizes: a.sizes,
+                runs: a.runs,
+                cpu_factor: a.cpu_factor,
+            })
+        }
+        Command::Sim(SimCommand::Report { dir }) => sim::report(&dir),
         Command::Workloads => {
             for w in ccvm_workload::WORKLOADS {
                 println!("{:<10} {}", w.name, w.about);

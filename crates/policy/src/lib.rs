@@ -21,11 +21,13 @@
 
 mod adaptive;
 mod fixed;
+mod pool;
 mod queue;
 mod recency;
 
 pub use adaptive::{Adaptive, Costs, TARGETS};
 pub use fixed::FixedSplit;
+pub use pool::Pool;
 
 /// Where a page is when it is touched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,6 +127,8 @@ pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Pol
         "fixed" => Ok(Box::new(FixedSplit::new(budget, params.uncompressed_share))),
         "none" => Ok(Box::new(FixedSplit::new(budget, 1.0))),
         "adaptive" => Ok(Box::new(Adaptive::new(budget, params.costs))),
+        "zswap" => Ok(Box::new(Pool::zswap(budget, 20))),
+        "douglis" => Ok(Box::new(Pool::douglis(budget, 2.0))),
         _ => Err(format!("unknown policy '{name}'; known: {}", NAMES.join(", "))),
     }
 }
@@ -132,5 +136,8 @@ pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Pol
 /// Names [`by_name`] accepts.
 /// `none` keeps no compression cache: every page evicted goes to disk
 /// uncompressed (the baseline).
-/// `adaptive` is paper 000 §3's cost/benefit sizing.
-pub const NAMES: &[&str] = &["fixed", "none", "adaptive"];
+/// `adaptive` is paper 000 §3's cost/benefit sizing; `zswap` compresses
+/// every evicted page into a pool capped at 20% of memory (zswap's default
+/// `max_pool_percent`); `douglis` lets the caches compete by recency with a
+/// bias of 2.
+pub const NAMES: &[&str] = &["fixed", "none", "adaptive", "zswap", "douglis"];

@@ -17,6 +17,21 @@ impl RecencyQueue {
         self.seq.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.seq.is_empty()
+    }
+
+    /// The oldest page, without taking it.
+    pub fn peek_oldest(&mut self) -> Option<u64> {
+        while let Some(&(s, p)) = self.order.front() {
+            if self.seq.get(&p) == Some(&s) {
+                return Some(p);
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+
     /// Puts `page` at the newest end (moving it if present).
     pub fn push_newest(&mut self, page: u64) {
         let s = self.next;

@@ -91,3 +91,83 @@ impl CodecCosts {
         Ok(costs)
     }
 }
+
+const MAGIC: &[u8; 8] = b"CCVMCOST";
+
+/// Identifies the trace a cost file was measured on: its length and
+/// modification time.
+fn trace_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    let m = std::fs::metadata(path)?;
+    let mtime = m
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    Ok((m.len(), mtime))
+}
+
+impl CodecCosts {
+    /// The costs of `codec` on the trace at `path`, from `cache_dir` if
+    /// measured before on this very file, else measured (see
+    /// [`CodecCosts::measure`]) and saved there, so a sweep never
+    /// compresses an image twice.
+    ///
+    /// # Errors
+    ///
+    /// As [`CodecCosts::measure`], or an I/O error on the cache.
+    pub fn cached(path: &Path, codec: &str, runs: usize, cache_dir: &Path) -> Result<CodecCosts, SimError> {
+        let io = |e: std::io::Error| SimError::Config(format!("cost cache in {}: {e}", cache_dir.display()));
+        let (len, mtime) = trace_id(path).map_err(io)?;
+        let stem = path
+            .file_name()
+            .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+        let file = cache_dir.join(format!("{stem}.{codec}.costs"));
+        if let Ok(bytes) = std::fs::read(&file) {
+            if let Some(c) = Self::decode(&bytes, codec, len, mtime) {
+                return Ok(c);
+            }
+        }
+        let costs = Self::measure(path, codec, runs)?;
+        std::fs::create_dir_all(cache_dir).map_err(io)?;
+        std::fs::write(&file, costs.encode(len, mtime)).map_err(io)?;
+        Ok(costs)
+    }
+
+    fn encode(&self, len: u64, mtime: u64) -> Vec<u8> {
+        let mut b = Vec::with_capacity(32 + 12 * self.size.len());
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&mtime.to_le_bytes());
+        b.extend_from_slice(&(self.size.len() as u64).to_le_bytes());
+        for i in 0..self.size.len() {
+            for v in [self.size[i], self.compress_ns[i], self.decompress_ns[i]] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    fn decode(b: &[u8], codec: &str, len: u64, mtime: u64) -> Option<CodecCosts> {
+        let word = |i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
+        if b.get(..8)? != MAGIC || word(8)? != len || word(16)? != mtime {
+            return None;
+        }
+        let n = word(24)? as usize;
+        let body = b.get(32..)?;
+        if body.len() != n * 12 {
+            return None;
+        }
+        let mut c = CodecCosts {
+            codec: codec.into(),
+            size: Vec::with_capacity(n),
+            compress_ns: Vec::with_capacity(n),
+            decompress_ns: Vec::with_capacity(n),
+        };
+        for t in body.chunks_exact(12) {
+            let v = |k: usize| u32::from_le_bytes(t[4 * k..4 * k + 4].try_into().expect("4 bytes"));
+            c.size.push(v(0));
+            c.compress_ns.push(v(1));
+            c.decompress_ns.push(v(2));
+        }
+        Some(c)
+    }
+}

@@ -21,6 +21,7 @@ mod costs;
 mod load;
 mod run;
 mod stack;
+pub mod sweep;
 
 pub use costs::CodecCosts;
 pub use load::{SimError, Trace};

@@ -1,0 +1,144 @@
+//! Sweeps: every memory size × policy × codec × disk cost of a trace, the
+//! plain LRU baseline from one stack-distance pass, and the interesting
+//! region of memory sizes.
+
+use ccvm_policy::{Budget, Costs, Params};
+use serde::Serialize;
+
+use crate::{lru_faults, simulate, CodecCosts, SimConfig, Trace};
+
+/// One configuration's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    /// Trace name.
+    pub trace: String,
+    /// Policy.
+    pub policy: String,
+    /// Codec of the cache.
+    pub codec: String,
+    /// Disk cost per page read, milliseconds.
+    pub disk_ms: f64,
+    /// Memory size, pages.
+    pub memory_pages: usize,
+    /// Whether the size is in the trace's interesting region.
+    pub interesting: bool,
+    /// Cache hits.
+    pub cache_hits: u64,
+    /// Disk faults.
+    pub disk_faults: u64,
+    /// Compressions.
+    pub compressions: u64,
+    /// Decompressions.
+    pub decompressions: u64,
+    /// Paging time, seconds.
+    pub paging_s: f64,
+    /// Plain LRU's paging time at this size and disk cost, seconds.
+    pub lru_paging_s: f64,
+    /// paging_s / lru_paging_s; `None` when LRU does not page at this size.
+    pub normalized: Option<f64>,
+}
+
+/// The interesting region of memory sizes for a program (paper 000 §4),
+/// which depends on the disk cost:
+/// from the smallest size at which it spends at most 90% of its time
+/// paging under LRU (paging ≤ 9 × its own run time) to the smallest at
+/// which paging takes at most 5% of its run time, both with the given
+/// disk cost; `None` when no size pages that little.
+///
+/// `disk_faults[m]` is LRU's disk faults at m pages.
+pub fn interesting_region(disk_faults: &[u64], disk_ns: f64, run_time_ns: f64) -> Option<(usize, usize)> {
+    let paging = |m: usize| disk_faults[m] as f64 * disk_ns;
+    let lo = (1..disk_faults.len()).find(|&m| paging(m) <= 9.0 * run_time_ns)?;
+    let hi = (lo..disk_faults.len()).find(|&m| paging(m) <= 0.05 * run_time_ns)?;
+    Some((lo, hi.max(lo)))
+}
+
+/// LRU's disk faults at every size from 0 to the footprint: stack-pass
+/// misses less first touches (zero-filled, not read from disk).
+pub fn lru_disk_faults(trace: &Trace) -> Vec<u64> {
+    let footprint = {
+        let mut seen = vec![false; trace.pages().max(1)];
+        let mut n = 0;
+        for &p in &trace.refs {
+            if let Some(s) = seen.get_mut(p as usize) {
+                n += !*s as usize;
+                *s = true;
+            }
+        }
+        n
+    };
+    let faults = lru_faults(&trace.refs, trace.pages(), footprint + 1);
+    faults.iter().map(|&f| f - footprint as u64).collect()
+}
+
+/// Memory sizes for a sweep: `count` sizes spaced evenly on a log scale
+/// from `lo` to `hi` pages (distinct, ascending).
+pub fn log_sizes(lo: usize, hi: usize, count: usize) -> Vec<usize> {
+    let (lo, hi) = (lo.max(2) as f64, hi.max(lo + 1) as f64);
+    let mut v: Vec<usize> = (0..count)
+        .map(|i| (lo * (hi / lo).powf(i as f64 / (count.max(2) - 1) as f64)).round() as usize)
+        .collect();
+    v.dedup();
+    v
+}
+
+/// Simulates one configuration and compares it with LRU.
+#[allow(clippy::too_many_arguments)]
+pub fn run_point(
+    name: &str,
+    trace: &Trace,
+    costs: &CodecCosts,
+    lru: &[u64],
+    run_time_ns: f64,
+    policy: &str,
+    pages: usize,
+    config: &SimConfig,
+    cache_cost_ns: f64,
+) -> Result<SweepRow, String> {
+    let budget = Budget {
+        ram_bytes: pages as u64 * 4096,
+        page_size: 4096,
+    };
+    let params = Params {
+        uncompressed_share: 0.5,
+        costs: Costs {
+            disk_ns: config.disk_read_ns,
+            codec_ns: cache_cost_ns,
+        },
+    };
+    let region = interesting_region(lru, config.disk_read_ns, run_time_ns);
+    let mut p = ccvm_policy::by_name(policy, budget, params)?;
+    let r = simulate(trace, costs, p.as_mut(), config);
+    let lru_s = lru[pages.min(lru.len() - 1)] as f64 * config.disk_read_ns / 1e9;
+    let paging_s = r.paging_ns / 1e9;
+    Ok(SweepRow {
+        trace: name.into(),
+        policy: policy.into(),
+        codec: costs.codec.clone(),
+        disk_ms: config.disk_read_ns / 1e6,
+        memory_pages: pages,
+        interesting: region.is_some_and(|(lo, hi)| (lo..=hi).contains(&pages)),
+        cache_hits: r.cache_hits,
+        disk_faults: r.disk_faults,
+        compressions: r.compressions,
+        decompressions: r.decompressions,
+        paging_s,
+        lru_paging_s: lru_s,
+        normalized: (lru_s > 0.0).then(|| paging_s / lru_s),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interesting_region_follows_the_definition() {
+        // Faults fall from 1000 at size 0 to 0 at size 10.
+        let faults: Vec<u64> = (0..=10).map(|m| 1000 - 100 * m).collect();
+        // Run time 100 ns, disk 1 ns: 90% paging at <= 900 faults (m = 1);
+        // 5% at <= 5 faults (m = 10).
+        assert_eq!(interesting_region(&faults, 1.0, 100.0), Some((1, 10)));
+        assert_eq!(log_sizes(10, 1000, 3), [10, 100, 1000]);
+    }
+}

@@ -1,0 +1,278 @@
+//! `ccvm sim sweep` and `ccvm sim report`: trace-driven simulation of the
+//! policies over memory sizes, codecs and disk costs (paper 000 §4).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use ccvm_sim::sweep::{self, SweepRow};
+use ccvm_sim::{CodecCosts, SimConfig, Trace};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+/// Disk costs of the sensitivity study, ms: paper 000 Figure 6's, plus
+/// today's SSD-like 0.1 and 0.02 ms.
+pub const DISK_MS: [f64; 7] = [0.02, 0.1, 0.625, 1.25, 2.5, 5.0, 10.0];
+
+/// What to sweep.
+pub struct SweepOptions {
+    /// Trace files.
+    pub traces: Vec<PathBuf>,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Codecs of the cache.
+    pub codecs: Vec<String>,
+    /// Policies besides plain LRU.
+    pub policies: Vec<String>,
+    /// Memory sizes per trace.
+    pub sizes: usize,
+    /// Timed runs per image.
+    pub runs: usize,
+    /// Multiplies codec times.
+    pub cpu_factor: f64,
+}
+
+struct Point<'a> {
+    name: String,
+    trace: &'a Trace,
+    costs: &'a CodecCosts,
+    lru: &'a [u64],
+    run_time_ns: f64,
+    policy: String,
+    pages: usize,
+    disk_ms: f64,
+    cache_cost_ns: f64,
+}
+
+/// Runs the sweep and writes `sweep.csv` and `sweep.json` to the output
+/// folder.
+pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
+    let cache = opts.out.join("costs");
+    let mut loaded = Vec::new();
+    for path in &opts.traces {
+        let trace = Trace::load(path)?;
+        if trace.refs.is_empty() {
+            bail!("{}: the trace has no references", path.display());
+        }
+        let lru = sweep::lru_disk_faults(&trace);
+        let run = trace.footer.run_time_ns as f64;
+        let region = sweep::interesting_region(&lru, 5e6, run);
+        let footprint = lru.len() - 1;
+        let window = trace.header.window_pages as usize;
+        let mut sizes = sweep::log_sizes(window.max(8), footprint, opts.sizes);
+        for disk_ms in DISK_MS {
+            if let Some((lo, hi)) = sweep::interesting_region(&lru, disk_ms * 1e6, run) {
+                sizes.extend([lo, hi, (lo + hi) / 2]);
+            }
+        }
+        sizes.retain(|&m| m >= window && m <= footprint);
+        sizes.sort_unstable();
+        sizes.dedup();
+        let mut costs = Vec::new();
+        for codec in &opts.codecs {
+            eprintln!(
+                "{}: measuring {codec} on {} page images (cached)",
+                path.display(),
+                trace.image_count
+            );
+            costs.push(CodecCosts::cached(path, codec, opts.runs, &cache)?);
+        }
+        let name = path
+            .file_stem()
+            .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+        loaded.push((name, trace, lru, region, sizes, costs));
+    }
+    let mut points = Vec::new();
+    for (name, trace, lru, _, sizes, costs) in &loaded {
+        for (ci, c) in costs.iter().enumerate() {
+            let n = c.size.len().max(1) as f64;
+            let per_hit = c
+                .compress_ns
+                .iter()
+                .zip(&c.decompress_ns)
+                .map(|(&a, &b)| (a + b) as f64)
+                .sum::<f64>()
+                / n;
+            for policy in &opts.policies {
+                // The disk-cost study (Figure 6) is for the adaptive policy
+                // with the first codec; everything is run at 5 ms.
+                let disks: &[f64] = if policy == "adaptive" && ci == 0 {
+                    &DISK_MS
+                } else {
+                    &[5.0]
+                };
+                for &disk_ms in disks {
+                    for &pages in sizes {
+                        points.push(Point {
+                            name: name.clone(),
+                            trace,
+                            costs: c,
+                            lru,
+                            run_time_ns: trace.footer.run_time_ns as f64,
+                            policy: policy.clone(),
+                            pages,
+                            disk_ms,
+                            cache_cost_ns: per_hit * opts.cpu_factor,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let bar = ProgressBar::new(points.len() as u64)
+        .with_style(ProgressStyle::with_template("{bar:40} {pos}/{len} simulations, {eta} left").expect("template"));
+    let rows: Result<Vec<SweepRow>, String> = points
+        .par_iter()
+        .map(|p| {
+            let config = SimConfig {
+                disk_read_ns: p.disk_ms * 1e6,
+                disk_write_ns: 0.0,
+                cpu_factor: opts.cpu_factor,
+            };
+            let r = sweep::run_point(
+                &p.name,
+                p.trace,
+                p.costs,
+                p.lru,
+                p.run_time_ns,
+                &p.policy,
+                p.pages,
+                &config,
+                p.cache_cost_ns,
+            );
+            bar.inc(1);
+            r
+        })
+        .collect();
+    bar.finish_and_clear();
+    let mut rows = rows.map_err(anyhow::Error::msg)?;
+    // LRU rows from the stack pass, for the figures and the CSV.
+    for (name, trace, lru, region, sizes, _) in &loaded {
+        for &disk_ms in &DISK_MS {
+            let lru_region = sweep::interesting_region(lru, disk_ms * 1e6, trace.footer.run_time_ns as f64);
+            for &pages in sizes {
+                let s = lru[pages] as f64 * disk_ms / 1e3;
+                rows.push(SweepRow {
+                    trace: name.clone(),
+                    policy: "lru".into(),
+                    codec: "-".into(),
+                    disk_ms,
+                    memory_pages: pages,
+                    interesting: lru_region.is_some_and(|(lo, hi)| (lo..=hi).contains(&pages)),
+                    cache_hits: 0,
+                    disk_faults: lru[pages],
+                    compressions: 0,
+                    decompressions: 0,
+                    paging_s: s,
+                    lru_paging_s: s,
+                    normalized: (s > 0.0).then_some(1.0),
+                });
+            }
+        }
+        match region {
+            Some((lo, hi)) => eprintln!("{name}: interesting region {lo}..{hi} pages at 5 ms per fault"),
+            None => eprintln!("{name}: no memory size pages little enough for an interesting region"),
+        }
+    }
+    write_rows(&opts.out, &rows)?;
+    println!(
+        "wrote {} rows to {}",
+        rows.len(),
+        opts.out.join("sweep.{csv,json}").display()
+    );
+    Ok(())
+}
+
+fn write_rows(out: &Path, rows: &[SweepRow]) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(rows)?;
+    std::fs::write(out.join("sweep.json"), json)?;
+    let mut csv = String::from(
+        "trace,policy,codec,disk_ms,memory_pages,interesting,cache_hits,disk_faults,compressions,decompressions,paging_s,lru_paging_s,normalized\n",
+    );
+    for r in rows {
+        csv.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{}\n",
+            r.trace,
+            r.policy,
+            r.codec,
+            r.disk_ms,
+            r.memory_pages,
+            r.interesting,
+            r.cache_hits,
+            r.disk_faults,
+            r.compressions,
+            r.decompressions,
+            r.paging_s,
+            r.lru_paging_s,
+            r.normalized.map_or(String::new(), |n| format!("{n:.4}"))
+        ));
+    }
+    std::fs::write(out.join("sweep.csv"), csv)?;
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct Saved {
+    trace: String,
+    policy: String,
+    codec: String,
+    disk_ms: f64,
+    interesting: bool,
+    normalized: Option<f64>,
+}
+
+/// Prints, per trace, codec, policy and disk cost, the mean and range of
+/// the paging-time reduction over the interesting region.
+pub fn report(dir: &Path) -> anyhow::Result<()> {
+    let path = dir.join("sweep.json");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {}; run `ccvm sim sweep ... --out {}` first",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let rows: Vec<Saved> = serde_json::from_str(&text).with_context(|| format!("{} is not a sweep", path.display()))?;
+    let mut keys: Vec<(String, String, String, u64)> = rows
+        .iter()
+        .filter(|r| r.policy != "lru")
+        .map(|r| {
+            (
+                r.trace.clone(),
+                r.codec.clone(),
+                r.policy.clone(),
+                (r.disk_ms * 1000.0) as u64,
+            )
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    println!("paging-time reduction against LRU over each trace's interesting region (paper 000 at 5 ms: 20-80%, about 40% on average)");
+    println!(
+        "{:<14} {:<8} {:<9} {:>8} {:>7} {:>9} {:>9} {:>6}",
+        "trace", "codec", "policy", "disk ms", "mean %", "min %", "max %", "sizes"
+    );
+    for (trace, codec, policy, disk) in keys {
+        let v: Vec<f64> = rows
+            .iter()
+            .filter(|r| {
+                r.trace == trace && r.codec == codec && r.policy == policy && (r.disk_ms * 1000.0) as u64 == disk
+            })
+            .filter(|r| r.interesting)
+            .filter_map(|r| r.normalized)
+            .map(|n| (1.0 - n) * 100.0)
+            .collect();
+        if v.is_empty() {
+            continue;
+        }
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let min = v.iter().cloned().fold(f64::INFINITY, f64::min);
+        let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "{trace:<14} {codec:<8} {policy:<9} {:>8} {mean:>7.1} {min:>9.1} {max:>9.1} {:>6}",
+            disk as f64 / 1000.0,
+            v.len()
+        );
+    }
+    Ok(())
+}
