@@ -141,10 +141,8 @@ impl Policy for Pool {
         self.now += 1;
         self.touched.insert(page, self.now);
         match from {
-            Level::Compressed => {
-                if self.compressed.remove(page) {
-                    self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
-                }
+            Level::Compressed if self.compressed.remove(page) => {
+                self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
             }
             Level::Disk => {
                 self.on_disk.remove(&page);
