@@ -5,6 +5,7 @@
 
 mod bench_codecs;
 mod bench_store;
+mod figures;
 mod live;
 mod report;
 mod sim;

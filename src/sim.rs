@@ -175,8 +175,9 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         }
     }
     write_rows(&opts.out, &rows)?;
+    crate::figures::write(&opts.out, &rows)?;
     println!(
-        "wrote {} rows to {}",
+        "wrote {} rows to {} and figures fig3/fig4/fig6_TRACE.{{svg,png}}",
         rows.len(),
         opts.out.join("sweep.{csv,json}").display()
     );
@@ -247,31 +248,41 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         .collect();
     keys.sort();
     keys.dedup();
-    println!("paging-time reduction against LRU over each trace's interesting region (paper 000 at 5 ms: 20-80%, about 40% on average)");
     println!(
-        "{:<14} {:<8} {:<9} {:>8} {:>7} {:>9} {:>9} {:>6}",
-        "trace", "codec", "policy", "disk ms", "mean %", "min %", "max %", "sizes"
+        "paging-time reduction against LRU, % (paper 000 at 5 ms: 20-80% over the interesting region, about 40% on average)"
     );
-    for (trace, codec, policy, disk) in keys {
-        let v: Vec<f64> = rows
-            .iter()
-            .filter(|r| {
-                r.trace == trace && r.codec == codec && r.policy == policy && (r.disk_ms * 1000.0) as u64 == disk
-            })
-            .filter(|r| r.interesting)
-            .filter_map(|r| r.normalized)
-            .map(|n| (1.0 - n) * 100.0)
-            .collect();
+    println!(
+        "{:<12} {:<6} {:<9} {:>7} | {:>24} | {:>24}",
+        "", "", "", "", "interesting region", "every size LRU pages at"
+    );
+    println!(
+        "{:<12} {:<6} {:<9} {:>7} | {:>7} {:>7} {:>7} {:>1} | {:>7} {:>7} {:>7} {:>1}",
+        "trace", "codec", "policy", "disk ms", "mean", "min", "max", "n", "mean", "min", "max", "n"
+    );
+    let stats = |v: &[f64]| {
         if v.is_empty() {
-            continue;
+            return "      -       -       - 0".to_string();
         }
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let min = v.iter().cloned().fold(f64::INFINITY, f64::min);
         let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        format!("{mean:>7.1} {min:>7.1} {max:>7.1} {}", v.len())
+    };
+    for (trace, codec, policy, disk) in keys {
+        let of: Vec<&Saved> = rows
+            .iter()
+            .filter(|r| {
+                r.trace == trace && r.codec == codec && r.policy == policy && (r.disk_ms * 1000.0) as u64 == disk
+            })
+            .collect();
+        let reduction = |r: &&Saved| r.normalized.map(|n| (1.0 - n) * 100.0);
+        let region: Vec<f64> = of.iter().filter(|r| r.interesting).filter_map(reduction).collect();
+        let all: Vec<f64> = of.iter().filter_map(reduction).collect();
         println!(
-            "{trace:<14} {codec:<8} {policy:<9} {:>8} {mean:>7.1} {min:>9.1} {max:>9.1} {:>6}",
+            "{trace:<12} {codec:<6} {policy:<9} {:>7} | {} | {}",
             disk as f64 / 1000.0,
-            v.len()
+            stats(&region),
+            stats(&all)
         );
     }
     Ok(())

@@ -33,7 +33,10 @@ fn main() {
     let stack = rate(&mut || {
         std::hint::black_box(lru_faults(&trace.refs, trace.pages(), footprint + 1));
     });
-    println!("{} references; stack-distance pass: {stack:.1} M refs/s", trace.refs.len());
+    println!(
+        "{} references; stack-distance pass: {stack:.1} M refs/s",
+        trace.refs.len()
+    );
     for policy in ["none", "fixed", "adaptive", "zswap", "douglis"] {
         let r = rate(&mut || {
             let budget = Budget {
