@@ -255,3 +255,53 @@ fn run_reports_a_matching_checksum_and_the_faults() {
     assert!(v["stats"]["faults_cache"].as_u64().unwrap() > 0);
     assert!(v["stats"]["latency_cache"]["p50_us"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
+    let dir = scratch_dir("sim");
+    let trace = dir.join("s.trace");
+    let out = ccvm(&[
+        "trace",
+        "--workload",
+        "sortmerge",
+        "--size",
+        "1M",
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let results = dir.join("results");
+    let out = ccvm(&[
+        "sim",
+        "sweep",
+        trace.to_str().unwrap(),
+        "--out",
+        results.to_str().unwrap(),
+        "--sizes",
+        "4",
+        "--runs",
+        "1",
+        "--policy",
+        "adaptive",
+        "--codec",
+        "wkdm",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(results.join("sweep.csv")).unwrap();
+    assert!(csv.lines().count() > 8, "{csv}");
+    assert!(results.join("fig3_s.svg").exists() && results.join("fig6_s.png").exists());
+    let report = ccvm(&["sim", "report", results.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&report.stdout).contains("adaptive"));
+
+    let bytes = std::fs::read(&trace).unwrap();
+    let cut = dir.join("cut.trace");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let out = ccvm(&[
+        "sim",
+        "sweep",
+        cut.to_str().unwrap(),
+        "--out",
+        results.to_str().unwrap(),
+    ]);
+    fails_with_one_line(&out, &[cut.to_str().unwrap(), "record offset"]);
+}
