@@ -196,9 +196,16 @@ pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str,
     // The cache holds every page that leaves the window, so nothing is
     // written to disk and every reference outside the window faults.
     let ram = window * 4096 + 2 * size + (1 << 20);
+    let probe = RuntimeConfig {
+        ram_bytes: ram,
+        ..RuntimeConfig::default()
+    };
+    // The share is of the policy's budget (the RAM less the store's
+    // reserve); half a page more keeps rounding from losing a page.
+    let share = (window * 4096 + 2048) as f64 / probe.policy_budget().ram_bytes as f64;
     let config = RuntimeConfig {
         ram_bytes: ram,
-        uncompressed_share: (window * 4096) as f64 / ram as f64,
+        uncompressed_share: share,
         policy: "fixed".into(),
         codec: codec.into(),
         trace: Some(TraceConfig {

@@ -13,9 +13,14 @@ fn a_traced_workload_reads_back_with_every_fault_and_image() {
     let size = 2 << 20;
     let window = 16u64;
     let ram = window * 4096 + 4 * size as u64;
+    let budget = RuntimeConfig {
+        ram_bytes: ram,
+        ..RuntimeConfig::default()
+    }
+    .policy_budget();
     let config = RuntimeConfig {
         ram_bytes: ram,
-        uncompressed_share: (window * 4096) as f64 / ram as f64,
+        uncompressed_share: (window * 4096 + 2048) as f64 / budget.ram_bytes as f64,
         trace: Some(TraceConfig {
             path: path.clone(),
             workload: w.name.into(),
