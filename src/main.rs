@@ -95,7 +95,7 @@ struct SweepArgs {
     #[arg(long = "codec", value_name = "NAME", default_values_t = ["wkdm".to_string(), "lz4".to_string()])]
     codecs: Vec<String>,
     /// Policy to simulate besides LRU (repeatable).
-    #[arg(long = "policy", value_name = "NAME", default_values_t = ["adaptive".to_string(), "fixed".to_string(), "zswap".to_string(), "douglis".to_string()])]
+    #[arg(long = "policy", value_name = "NAME", default_values_t = ["adaptive", "fixed10", "fixed23", "fixed37", "fixed50", "zswap", "douglis"].map(String::from))]
     policies: Vec<String>,
     /// Memory sizes per trace, log-spaced (plus the interesting region's ends).
     #[arg(long, default_value_t = 16)]
@@ -259,8 +259,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sim(SimCommand::Sweep(a)) => {
             for p in &a.policies {
-                if !ccvm_policy::NAMES.contains(&p.as_str()) {
-                    anyhow::bail!("unknown policy '{p}'; known: {}", ccvm_policy::NAMES.join(", "));
+                if !ccvm_policy::is_known(p) {
+                    anyhow::bail!(
+                        "unknown policy '{p}'; known: {}, fixedN (N% compressed)",
+                        ccvm_policy::NAMES.join(", ")
+                    );
                 }
             }
             for c in &a.codecs {

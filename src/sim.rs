@@ -218,8 +218,79 @@ struct Saved {
     policy: String,
     codec: String,
     disk_ms: f64,
+    memory_pages: usize,
     interesting: bool,
+    paging_s: f64,
     normalized: Option<f64>,
+}
+
+/// Prints, per trace and codec at 5 ms, the adaptive policy's paging time
+/// over the best fixed share's at each size (the target: within
+/// 10% everywhere in the interesting region).
+fn against_best_fixed(rows: &[Saved]) {
+    let mut keys: Vec<(String, String)> = rows
+        .iter()
+        .filter(|r| r.policy == "adaptive" && (r.disk_ms - 5.0).abs() < 1e-9)
+        .map(|r| (r.trace.clone(), r.codec.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    println!();
+    println!("adaptive / best fixed share (fixed10..fixed50, and no compression), 5 ms: worst and mean over sizes");
+    println!(
+        "{:<12} {:<6} | {:>8} {:>8} {:>3} | {:>8} {:>8} {:>3} | sizes over 1.10",
+        "trace", "codec", "region", "mean", "n", "all", "mean", "n"
+    );
+    for (trace, codec) in keys {
+        let at = |policy: &str, m: usize| {
+            rows.iter().find(|r| {
+                r.trace == trace
+                    && r.policy == policy
+                    && r.memory_pages == m
+                    && (r.disk_ms - 5.0).abs() < 1e-9
+                    && (r.codec == codec || policy == "lru")
+            })
+        };
+        let mut region = Vec::new();
+        let mut all = Vec::new();
+        let mut over = Vec::new();
+        for a in rows.iter().filter(|r| {
+            r.trace == trace && r.codec == codec && r.policy == "adaptive" && (r.disk_ms - 5.0).abs() < 1e-9
+        }) {
+            let m = a.memory_pages;
+            let best = ["lru", "fixed10", "fixed23", "fixed37", "fixed50"]
+                .iter()
+                .filter_map(|p| at(p, m).map(|r| r.paging_s))
+                .fold(f64::INFINITY, f64::min);
+            if !best.is_finite() || best <= 0.0 {
+                continue;
+            }
+            let ratio = a.paging_s / best;
+            all.push(ratio);
+            if a.interesting {
+                region.push(ratio);
+            }
+            if ratio > 1.10 {
+                over.push(m);
+            }
+        }
+        let worst_mean = |v: &[f64]| {
+            if v.is_empty() {
+                return "       -        -   0".to_string();
+            }
+            let worst = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            format!(
+                "{worst:>8.2} {:>8.2} {:>3}",
+                v.iter().sum::<f64>() / v.len() as f64,
+                v.len()
+            )
+        };
+        println!(
+            "{trace:<12} {codec:<6} | {} | {} | {over:?}",
+            worst_mean(&region),
+            worst_mean(&all)
+        );
+    }
 }
 
 /// Prints, per trace, codec, policy and disk cost, the mean and range of
@@ -285,5 +356,6 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
             stats(&all)
         );
     }
+    against_best_fixed(&rows);
     Ok(())
 }

@@ -129,11 +129,26 @@ pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Pol
         "adaptive" => Ok(Box::new(Adaptive::new(budget, params.costs))),
         "zswap" => Ok(Box::new(Pool::zswap(budget, 20))),
         "douglis" => Ok(Box::new(Pool::douglis(budget, 2.0))),
-        _ => Err(format!("unknown policy '{name}'; known: {}", NAMES.join(", "))),
+        _ if fixed_percent(name).is_some() => {
+            let c = fixed_percent(name).expect("checked") as f64 / 100.0;
+            Ok(Box::new(FixedSplit::new(budget, 1.0 - c)))
+        }
+        _ => Err(format!("unknown policy '{name}'; known: {}, fixedN", NAMES.join(", "))),
     }
 }
 
-/// Names [`by_name`] accepts.
+/// `fixedN`: a fixed split with N% of memory compressed (N from 0 to 100),
+/// e.g. `fixed23`.
+fn fixed_percent(name: &str) -> Option<u32> {
+    name.strip_prefix("fixed")?.parse().ok().filter(|&n| n <= 100)
+}
+
+/// Whether [`by_name`] knows `name` (one of [`NAMES`], or `fixedN`).
+pub fn is_known(name: &str) -> bool {
+    NAMES.contains(&name) || fixed_percent(name).is_some()
+}
+
+/// Names [`by_name`] accepts, besides `fixedN` (N% compressed).
 /// `none` keeps no compression cache: every page evicted goes to disk
 /// uncompressed (the baseline).
 /// `adaptive` is paper 000 §3's cost/benefit sizing; `zswap` compresses
