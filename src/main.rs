@@ -106,6 +106,18 @@ struct SweepArgs {
     /// Multiplies the measured codec times (a slower or faster CPU).
     #[arg(long, default_value_t = 1.0)]
     cpu_factor: f64,
+    /// Imported plain traces (.txt: a page number per line; .csv: a `page` column): compression ratio.
+    #[arg(long, default_value_t = 2.0)]
+    ratio: f64,
+    /// Imported plain traces: compression time per page.
+    #[arg(long, value_parser = live::parse_duration, default_value = "4us")]
+    compress_time: std::time::Duration,
+    /// Imported plain traces: decompression time per page.
+    #[arg(long, value_parser = live::parse_duration, default_value = "2us")]
+    decompress_time: std::time::Duration,
+    /// Imported plain traces: the program's own run time (for the interesting region).
+    #[arg(long, value_parser = live::parse_duration, default_value = "0s")]
+    run_time: std::time::Duration,
 }
 
 #[derive(Args)]
@@ -277,6 +289,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 sizes: a.sizes,
                 runs: a.runs,
                 cpu_factor: a.cpu_factor,
+                plain: sim::PlainCosts {
+                    ratio: a.ratio,
+                    compress_ns: a.compress_time.as_nanos() as u32,
+                    decompress_ns: a.decompress_time.as_nanos() as u32,
+                    run_time_ns: a.run_time.as_nanos() as u64,
+                },
             })
         }
         Command::Sim(SimCommand::Report { dir }) => sim::report(&dir),
@@ -315,6 +333,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`ccvm sim report DIR | head`), as
+    // command-line tools do, rather than panic on the failed write.
+    // SAFETY: setting a signal's disposition to its default.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -29,6 +29,21 @@ pub struct SweepOptions {
     pub runs: usize,
     /// Multiplies codec times.
     pub cpu_factor: f64,
+    /// How to cost imported plain traces (`.txt`, `.csv`).
+    pub plain: PlainCosts,
+}
+
+/// The compression ratio and codec times given to imported plain traces,
+/// which carry no page contents, and the program's run time.
+pub struct PlainCosts {
+    /// Compression ratio of every page.
+    pub ratio: f64,
+    /// Compression time per page, ns.
+    pub compress_ns: u32,
+    /// Decompression time per page, ns.
+    pub decompress_ns: u32,
+    /// The traced program's run time, ns (0: no interesting region).
+    pub run_time_ns: u64,
 }
 
 struct Point<'a> {
@@ -50,7 +65,12 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
     let cache = opts.out.join("costs");
     let mut loaded = Vec::new();
     for path in &opts.traces {
-        let trace = Trace::load(path)?;
+        let plain = matches!(path.extension().and_then(|e| e.to_str()), Some("txt" | "csv"));
+        let trace = if plain {
+            Trace::import_plain(path, opts.plain.run_time_ns)?
+        } else {
+            Trace::load(path)?
+        };
         if trace.refs.is_empty() {
             bail!("{}: the trace has no references", path.display());
         }
@@ -69,7 +89,24 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         sizes.sort_unstable();
         sizes.dedup();
         let mut costs = Vec::new();
-        for codec in &opts.codecs {
+        if plain {
+            let p = &opts.plain;
+            eprintln!(
+                "{}: imported {} references; every page compresses {}:1 in {} ns and back in {} ns",
+                path.display(),
+                trace.refs.len(),
+                p.ratio,
+                p.compress_ns,
+                p.decompress_ns
+            );
+            costs.push(CodecCosts::uniform(
+                trace.image_count,
+                p.ratio,
+                p.compress_ns,
+                p.decompress_ns,
+            ));
+        }
+        for codec in opts.codecs.iter().filter(|_| !plain) {
             eprintln!(
                 "{}: measuring {codec} on {} page images (cached)",
                 path.display(),
@@ -77,9 +114,18 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
             );
             costs.push(CodecCosts::cached(path, codec, opts.runs, &cache)?);
         }
-        let name = path
-            .file_stem()
-            .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+        // Traces are named by file stem, or whole file name when two stems clash.
+        let stem = |p: &Path| {
+            p.file_stem()
+                .map_or("trace".into(), |s| s.to_string_lossy().into_owned())
+        };
+        let clash = opts.traces.iter().filter(|p| stem(p) == stem(path)).count() > 1;
+        let name = if clash {
+            path.file_name()
+                .map_or("trace".into(), |s| s.to_string_lossy().replace('.', "_"))
+        } else {
+            stem(path)
+        };
         loaded.push((name, trace, lru, region, sizes, costs));
     }
     let mut points = Vec::new();

@@ -171,3 +171,24 @@ impl CodecCosts {
         Some(c)
     }
 }
+
+impl CodecCosts {
+    /// The same cost for every one of `images` images: a compression
+    /// ratio and compress and decompress times, for traces that carry no
+    /// page contents (see [`crate::Trace::import_plain`]).
+    ///
+    /// ```
+    /// let c = ccvm_sim::CodecCosts::uniform(3, 2.0, 20_000, 10_000);
+    /// assert_eq!(c.size, [2048, 2048, 2048]);
+    /// ```
+    pub fn uniform(images: u32, ratio: f64, compress_ns: u32, decompress_ns: u32) -> CodecCosts {
+        let size = ((PAGE_SIZE as f64 / ratio.max(1.0)).round() as u32).clamp(1, PAGE_SIZE as u32);
+        let n = images as usize;
+        CodecCosts {
+            codec: format!("ratio{ratio}"),
+            size: vec![size; n],
+            compress_ns: vec![compress_ns; n],
+            decompress_ns: vec![decompress_ns; n],
+        }
+    }
+}

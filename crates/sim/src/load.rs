@@ -63,3 +63,81 @@ impl Trace {
         (self.header.region_bytes / 4096) as usize
     }
 }
+
+impl Trace {
+    /// Imports a plain page-reference trace: one page number per line, or
+    /// CSV whose header names a `page` column (other columns ignored).
+    /// Numbers are decimal or `0x` hexadecimal; blank lines and lines
+    /// starting with `#` are skipped. Each page gets one page image, whose
+    /// cost [`crate::CodecCosts::uniform`] sets; `run_time_ns` is the
+    /// program's own run time (0 if unknown: no interesting region).
+    ///
+    /// # Errors
+    ///
+    /// A [`SimError::Config`] naming the file and line of the first entry
+    /// that is not a page number.
+    pub fn import_plain(path: &Path, run_time_ns: u64) -> Result<Trace, SimError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| SimError::Config(format!("{}: cannot read: {e}", path.display())))?;
+        let mut column = None;
+        let mut refs = Vec::new();
+        let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            if column.is_none() {
+                if let Some(c) = fields.iter().position(|f| f.eq_ignore_ascii_case("page")) {
+                    column = Some(c);
+                    continue;
+                }
+                if fields.len() > 1 {
+                    return Err(SimError::Config(format!(
+                        "{}: line {}: a CSV trace needs a header naming a `page` column",
+                        path.display(),
+                        i + 1
+                    )));
+                }
+                column = Some(0);
+            }
+            let field = fields.get(column.unwrap_or(0)).copied().unwrap_or("");
+            let parsed = match field.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => field.parse(),
+            };
+            let page = parsed.ok().and_then(|p| u32::try_from(p).ok()).ok_or_else(|| {
+                SimError::Config(format!(
+                    "{}: line {}: '{field}' is not a page number below 2^32",
+                    path.display(),
+                    i + 1
+                ))
+            })?;
+            let next = ids.len() as u32;
+            ids.entry(page).or_insert(next);
+            refs.push(page);
+        }
+        let pages = refs.iter().max().map_or(0, |&m| m as u64 + 1);
+        let mut images: Vec<(u64, u32, u32)> = ids.iter().map(|(&p, &id)| (0, p, id)).collect();
+        images.sort_unstable();
+        Ok(Trace {
+            header: Header {
+                workload: path
+                    .file_stem()
+                    .map_or("imported".into(), |s| s.to_string_lossy().into_owned()),
+                seed: 0,
+                region_bytes: pages * 4096,
+                window_pages: 0,
+            },
+            footer: Footer {
+                run_time_ns,
+                references: refs.len() as u64,
+                images: ids.len() as u64,
+            },
+            image_count: ids.len() as u32,
+            refs,
+            images,
+        })
+    }
+}

@@ -132,3 +132,43 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn plain_traces_import_with_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("ccvm-import-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let txt = dir.join("a.txt");
+    std::fs::write(&txt, "# comment\n0\n1\n0x2\n\n1\n").unwrap();
+    let t = Trace::import_plain(&txt, 0).unwrap();
+    assert_eq!(t.refs, [0, 1, 2, 1]);
+    assert_eq!(t.image_count, 3);
+    let csv = dir.join("b.csv");
+    std::fs::write(&csv, "time,page,rw\n0,7,r\n1,9,w\n2,7,r\n").unwrap();
+    assert_eq!(Trace::import_plain(&csv, 0).unwrap().refs, [7, 9, 7]);
+    // The same replay as a native trace with uniform costs.
+    let r = simulate(
+        &t,
+        &CodecCosts::uniform(3, 2.0, 10, 20),
+        policy("none", 2, 1.0).as_mut(),
+        &SimConfig::default(),
+    );
+    assert_eq!((r.zero_faults, r.disk_faults), (3, 0));
+    for (name, text, needle) in [
+        ("c.txt", "1\nx2\n", "line 2: 'x2' is not a page number"),
+        (
+            "d.csv",
+            "a,b\n1,2\n",
+            "line 1: a CSV trace needs a header naming a `page` column",
+        ),
+        ("e.txt", "99999999999\n", "below 2^32"),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let err = Trace::import_plain(&p, 0).err().expect("an error").to_string();
+        assert!(
+            err.contains(needle) && err.contains(name) && !err.contains('\n'),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
