@@ -172,3 +172,48 @@ fn plain_traces_import_with_clear_errors() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn zswap_and_douglis_counts_by_hand() {
+    // Four frames; pages take 2000 + 64 bytes compressed; refs 0 1 2 3
+    // fill the frames.
+    let t = trace(&[0, 1, 2, 3, 4, 5, 0, 2]);
+    let config = SimConfig::default();
+
+    // Douglis, bias 2 (ages in touches; a compressed page loses its frame
+    // when its age over 2 exceeds the oldest uncompressed page's age):
+    // 4 evicts 0, 1, 2 (ages 4, 3, 2 against compressed ages /2 of 2);
+    // 5: page 3 (age 2) against 0 (5/2): 0 spills, then 3 is compressed;
+    // 0 faults from disk: 1 spills, 4 is compressed; 2 hits in the cache:
+    // 5 is compressed. 6 compressions, 2 written, 1 disk fault, 1 hit.
+    let r = simulate(&t, &costs(6, 2000), policy("douglis", 4, 0.5).as_mut(), &config);
+    assert_eq!(
+        (
+            r.zero_faults,
+            r.cache_hits,
+            r.disk_faults,
+            r.compressions,
+            r.disk_writes,
+            r.decompressions
+        ),
+        (6, 1, 1, 6, 2, 2)
+    );
+
+    // zswap with its 20% cap (3276 bytes) holds one compressed page, so
+    // each compression past the first spills the older one, and the pool's
+    // page leaves a frame free: 4 evicts 0, then 1 (0 spills) and fits;
+    // 5 evicts 2 (1 spills); 0 faults from disk and evicts 3 (2 spills);
+    // 2 faults from disk and evicts 4 (3 spills).
+    let r = simulate(&t, &costs(6, 2000), policy("zswap", 4, 0.5).as_mut(), &config);
+    assert_eq!(
+        (
+            r.zero_faults,
+            r.cache_hits,
+            r.disk_faults,
+            r.compressions,
+            r.disk_writes,
+            r.decompressions
+        ),
+        (6, 0, 2, 5, 4, 2)
+    );
+}
