@@ -50,7 +50,7 @@ pub enum Event {
     },
 }
 
-type Stream = BufReader<zstd::stream::Decoder<'static, BufReader<File>>>;
+type Stream = BufReader<zstd::stream::Decoder<'static, BufReader<Box<dyn Read>>>>;
 
 /// Reads a trace file. See the [crate docs](crate) for the format.
 pub struct TraceReader {
@@ -71,13 +71,26 @@ impl TraceReader {
     /// A [`TraceError`] if the file cannot be opened or is not a ccvm trace
     /// of this version.
     pub fn open(path: &Path) -> Result<TraceReader, TraceError> {
+        let file = File::open(path).map_err(|e| TraceError {
+            path: path.to_owned(),
+            where_: "header".into(),
+            what: format!("cannot open: {e}"),
+        })?;
+        Self::from_reader(Box::new(file), path)
+    }
+
+    /// Reads a trace from any byte source; `path` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`TraceReader::open`].
+    pub fn from_reader(source: Box<dyn Read>, path: &Path) -> Result<TraceReader, TraceError> {
         let fail = |what: String| TraceError {
             path: path.to_owned(),
             where_: "header".into(),
             what,
         };
-        let file = File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
-        let mut file = BufReader::new(file);
+        let mut file = BufReader::new(source);
         let mut fixed = [0u8; 16];
         file.read_exact(&mut fixed)
             .map_err(|_| fail("too short to be a ccvm trace".into()))?;
