@@ -31,7 +31,7 @@
 //! * Cost model: `disk_ns` per disk fault, `codec_ns` per cache hit
 //!   (compress plus decompress, or, live, the whole cost of a cache fault).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::queue::RecencyQueue;
 use crate::recency::{Recency, BEYOND};
@@ -61,6 +61,9 @@ pub struct Adaptive {
     weight: f64,
     decay: f64,
     avg_bytes: f64,
+    /// (U, E) per target for the current ratio, kept up to date by
+    /// `compressed`, since every touch consults them.
+    bounds: [(usize, usize); TARGETS.len()],
     target: usize,
     uncompressed_target: usize,
     uncompressed: RecencyQueue,
@@ -86,7 +89,7 @@ impl Adaptive {
     /// ```
     pub fn new(budget: Budget, costs: Costs) -> Self {
         let frames = ((budget.ram_bytes / budget.page_size) as usize).max(2);
-        Adaptive {
+        let mut a = Adaptive {
             frames,
             page_size: budget.page_size,
             ram: budget.ram_bytes,
@@ -97,13 +100,22 @@ impl Adaptive {
             weight: 1.0,
             decay: 0.2f64.powf(1.0 / frames as f64),
             avg_bytes: budget.page_size as f64 / 2.0,
+            bounds: [(0, 0); TARGETS.len()],
             target: 0,
             uncompressed_target: frames,
             uncompressed: RecencyQueue::default(),
             compressed: RecencyQueue::default(),
-            sizes: HashMap::new(),
+            sizes: HashMap::default(),
             compressed_bytes: 0,
-            on_disk: HashSet::new(),
+            on_disk: HashSet::default(),
+        };
+        a.update_bounds();
+        a
+    }
+
+    fn update_bounds(&mut self) {
+        for t in 0..TARGETS.len() {
+            self.bounds[t] = self.regions(t);
         }
     }
 
@@ -124,7 +136,7 @@ impl Adaptive {
 
     /// Counts a touch at recency position `p` for every target.
     fn record(&mut self, p: usize) {
-        let smallest = self.regions(TARGETS.len() - 1).0;
+        let smallest = self.bounds[TARGETS.len() - 1].0;
         if p < smallest {
             return;
         }
@@ -136,7 +148,7 @@ impl Adaptive {
             self.weight = 1.0;
         }
         for t in 0..TARGETS.len() {
-            let (u, e) = self.regions(t);
+            let (u, e) = self.bounds[t];
             if p == BEYOND || p >= e {
                 self.faults[t] += self.weight;
             } else if p >= u {
@@ -150,7 +162,7 @@ impl Adaptive {
         // Ties go to the smaller cache: compression must earn its keep.
         let best = (0..TARGETS.len()).fold(0, |b, t| if cost(t) < cost(b) { t } else { b });
         self.target = best;
-        self.uncompressed_target = self.regions(best).0.max(1);
+        self.uncompressed_target = self.bounds[best].0.max(1);
     }
 
     fn over_ram(&self) -> bool {
@@ -201,6 +213,7 @@ impl Policy for Adaptive {
 
     fn compressed(&mut self, page: u64, bytes: u64, actions: &mut Vec<Action>) {
         self.avg_bytes += (bytes as f64 - self.avg_bytes) / 64.0;
+        self.update_bounds();
         self.compressed.push_newest(page);
         self.compressed_bytes += bytes;
         if let Some(old) = self.sizes.insert(page, bytes) {
@@ -237,6 +250,7 @@ impl Policy for Adaptive {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     const PAGE: u64 = 4096;
 

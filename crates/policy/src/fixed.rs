@@ -19,9 +19,9 @@ pub struct FixedSplit {
     compressed_budget: u64,
     uncompressed: RecencyQueue,
     compressed: RecencyQueue,
-    sizes: std::collections::HashMap<u64, u64>,
+    sizes: rustc_hash::FxHashMap<u64, u64>,
     compressed_bytes: u64,
-    on_disk: std::collections::HashSet<u64>,
+    on_disk: rustc_hash::FxHashSet<u64>,
 }
 
 impl FixedSplit {

@@ -16,7 +16,7 @@
 //!   pages; the paper notes some bias is needed for the compressed cache to
 //!   hold anything, since its pages are always older). Ages are in touches.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::queue::RecencyQueue;
 use crate::{Action, Budget, Level, Policy};
@@ -50,12 +50,12 @@ impl Pool {
             ram: budget.ram_bytes,
             page_size: budget.page_size,
             now: 0,
-            touched: HashMap::new(),
+            touched: HashMap::default(),
             uncompressed: RecencyQueue::default(),
             compressed: RecencyQueue::default(),
-            sizes: HashMap::new(),
+            sizes: HashMap::default(),
             compressed_bytes: 0,
-            on_disk: HashSet::new(),
+            on_disk: HashSet::default(),
         }
     }
 
@@ -196,6 +196,7 @@ impl Policy for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     const PAGE: u64 = 4096;
 

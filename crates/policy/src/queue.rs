@@ -3,7 +3,9 @@
 //! amortized (a deque with lazy deletion: entries carry a sequence number
 //! and are stale when the page's current number differs).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Default)]
 pub(crate) struct RecencyQueue {

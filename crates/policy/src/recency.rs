@@ -11,7 +11,7 @@
 //! from 0 and the rest forgotten (their next touch counts as beyond the
 //! depth), which costs O(depth log depth) once per 3 × depth touches.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 pub(crate) struct Recency {
     depth: usize,
@@ -33,7 +33,7 @@ impl Recency {
         Recency {
             depth,
             tree: vec![0; cap + 1],
-            stamp_of: HashMap::new(),
+            stamp_of: HashMap::default(),
             cap,
             now: 0,
             live: 0,
