@@ -19,12 +19,16 @@
 //!   LRU approximations its adaptivity tolerates; the cache is the trap.
 //! * The budget: uncompressed pages (at most the policy's limit) plus the
 //!   store's whole memory (chunks, slack and bookkeeping) stay within the
-//!   RAM budget; the store's hard limit is the policy's cache share, and
-//!   the runtime spills further if slack ever pushes the sum over. While a
-//!   fault is served one page more may be resident, until its evictions
-//!   run.
-//! * See [`swap`](crate::SwapError) for the swap file and the `pager`
-//!   module docs for the fault handler.
+//!   RAM budget. The policy manages the RAM less a small reserve
+//!   ([`RuntimeConfig::store_reserve`]); the store's hard limit is the
+//!   policy's cache share plus that reserve, and the runtime spills further
+//!   if slack ever pushes the sum over. While a fault is served one page
+//!   more may be resident, until its evictions run.
+//! * The swap file (`swap` module) and the fault handler (`pager` module)
+//!   state their own choices: clustered direct writes with per-page CRCs
+//!   kept in memory; write-protect-safe eviction; one handler thread.
+//! * userfaultfd itself is reached through a few ioctls declared here
+//!   (`uffd` module), so that building needs no libclang.
 #![deny(missing_docs)]
 
 mod aligned;
