@@ -106,6 +106,9 @@ struct SweepArgs {
     /// Multiplies the measured codec times (a slower or faster CPU).
     #[arg(long, default_value_t = 1.0)]
     cpu_factor: f64,
+    /// Charge each page written to disk this many ms (default 0: writes are free, as in paper 000).
+    #[arg(long, default_value_t = 0.0)]
+    write_ms: f64,
     /// Imported plain traces (.txt: a page number per line; .csv: a `page` column): compression ratio.
     #[arg(long, default_value_t = 2.0)]
     ratio: f64,
@@ -289,6 +292,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 sizes: a.sizes,
                 runs: a.runs,
                 cpu_factor: a.cpu_factor,
+                write_ms: a.write_ms,
                 plain: sim::PlainCosts {
                     ratio: a.ratio,
                     compress_ns: a.compress_time.as_nanos() as u32,

@@ -29,6 +29,8 @@ pub struct SweepOptions {
     pub runs: usize,
     /// Multiplies codec times.
     pub cpu_factor: f64,
+    /// Cost of writing a page to disk, ms (0: free, as paper 000).
+    pub write_ms: f64,
     /// How to cost imported plain traces (`.txt`, `.csv`).
     pub plain: PlainCosts,
 }
@@ -172,7 +174,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         .map(|p| {
             let config = SimConfig {
                 disk_read_ns: p.disk_ms * 1e6,
-                disk_write_ns: 0.0,
+                disk_write_ns: opts.write_ms * 1e6,
                 cpu_factor: opts.cpu_factor,
             };
             let r = sweep::run_point(
@@ -197,7 +199,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         for &disk_ms in &DISK_MS {
             let lru_region = sweep::interesting_region(lru, disk_ms * 1e6, trace.footer.run_time_ns as f64);
             for &pages in sizes {
-                let s = lru[pages] as f64 * disk_ms / 1e3;
+                let s = sweep::lru_paging_ns(lru, pages, disk_ms * 1e6, opts.write_ms * 1e6) / 1e9;
                 rows.push(SweepRow {
                     trace: name.clone(),
                     policy: "lru".into(),
