@@ -31,9 +31,7 @@
 //! * Cost model: `disk_ns` per disk fault, `codec_ns` per cache hit
 //!   (compress plus decompress, or, live, the whole cost of a cache fault).
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-
-use crate::queue::RecencyQueue;
+use crate::levels::Levels;
 use crate::recency::{Recency, BEYOND};
 use crate::{Action, Budget, Level, Policy};
 
@@ -66,11 +64,7 @@ pub struct Adaptive {
     bounds: [(usize, usize); TARGETS.len()],
     target: usize,
     uncompressed_target: usize,
-    uncompressed: RecencyQueue,
-    compressed: RecencyQueue,
-    sizes: HashMap<u64, u64>,
-    compressed_bytes: u64,
-    on_disk: HashSet<u64>,
+    levels: Levels,
 }
 
 impl Adaptive {
@@ -103,11 +97,7 @@ impl Adaptive {
             bounds: [(0, 0); TARGETS.len()],
             target: 0,
             uncompressed_target: frames,
-            uncompressed: RecencyQueue::default(),
-            compressed: RecencyQueue::default(),
-            sizes: HashMap::default(),
-            compressed_bytes: 0,
-            on_disk: HashSet::default(),
+            levels: Levels::default(),
         };
         a.update_bounds();
         a
@@ -166,19 +156,7 @@ impl Adaptive {
     }
 
     fn over_ram(&self) -> bool {
-        self.uncompressed.len() as u64 * self.page_size + self.compressed_bytes > self.ram
-    }
-
-    fn spill_oldest(&mut self, actions: &mut Vec<Action>) -> bool {
-        match self.compressed.pop_oldest() {
-            Some(victim) => {
-                self.compressed_bytes -= self.sizes.remove(&victim).unwrap_or(0);
-                self.on_disk.insert(victim);
-                actions.push(Action::Spill(victim));
-                true
-            }
-            None => false,
-        }
+        self.levels.used(self.page_size) > self.ram
     }
 }
 
@@ -190,52 +168,42 @@ impl Policy for Adaptive {
     fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) {
         let p = self.recency.touch(page);
         self.record(p);
-        match from {
-            Level::Compressed => {
-                if self.compressed.remove(page) {
-                    self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
-                }
-                self.choose();
-            }
-            Level::Disk => {
-                self.on_disk.remove(&page);
-                self.choose();
-            }
-            Level::New | Level::Uncompressed => {}
+        self.levels.touch(page, from);
+        if matches!(from, Level::Compressed | Level::Disk) {
+            self.choose();
         }
-        self.uncompressed.push_newest(page);
-        while self.uncompressed.len() > self.uncompressed_target.min(self.frames) {
-            let victim = self.uncompressed.pop_oldest().expect("over the target, so not empty");
+        while self.levels.uncompressed.len() > self.uncompressed_target.min(self.frames) {
+            let victim = self
+                .levels
+                .uncompressed
+                .pop_oldest()
+                .expect("over the target, so not empty");
             actions.push(Action::Compress(victim));
         }
-        while self.over_ram() && self.spill_oldest(actions) {}
+        while self.over_ram() && self.levels.spill_oldest(actions) {}
     }
 
     fn compressed(&mut self, page: u64, bytes: u64, actions: &mut Vec<Action>) {
         self.avg_bytes += (bytes as f64 - self.avg_bytes) / 64.0;
         self.update_bounds();
-        self.compressed.push_newest(page);
-        self.compressed_bytes += bytes;
-        if let Some(old) = self.sizes.insert(page, bytes) {
-            self.compressed_bytes -= old;
-        }
-        while self.over_ram() && self.spill_oldest(actions) {}
+        self.levels.compressed(page, bytes);
+        while self.over_ram() && self.levels.spill_oldest(actions) {}
     }
 
     fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
-        self.spill_oldest(actions)
+        self.levels.spill_oldest(actions)
     }
 
     fn swapped_instead(&mut self, page: u64) {
-        self.on_disk.insert(page);
+        self.levels.on_disk(page);
     }
 
     fn occupancy(&self) -> (usize, usize, usize) {
-        (self.uncompressed.len(), self.compressed.len(), self.on_disk.len())
+        self.levels.occupancy()
     }
 
     fn compressed_bytes(&self) -> u64 {
-        self.compressed_bytes
+        self.levels.compressed_bytes()
     }
 
     fn cache_limit(&self) -> u64 {
@@ -250,45 +218,15 @@ impl Policy for Adaptive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::levels::testing::drive;
 
     const PAGE: u64 = 4096;
 
-    /// Drives the policy as a mechanism would, compressing every page to
-    /// `bytes`; returns (disk faults, cache hits) over `refs`.
+    /// (disk faults, cache hits) over `refs`, every page compressing to
+    /// `bytes`.
     fn replay(p: &mut Adaptive, refs: &[u64], bytes: u64) -> (u64, u64) {
-        let mut level: HashMap<u64, Level> = HashMap::new();
-        let (mut disk, mut hits) = (0, 0);
-        let mut actions = Vec::new();
-        for &r in refs {
-            let from = *level.get(&r).unwrap_or(&Level::New);
-            match from {
-                Level::Disk => disk += 1,
-                Level::Compressed => hits += 1,
-                _ => {}
-            }
-            p.touch(r, from, &mut actions);
-            level.insert(r, Level::Uncompressed);
-            let mut i = 0;
-            while i < actions.len() {
-                match actions[i] {
-                    Action::Compress(v) => {
-                        level.insert(v, Level::Compressed);
-                        let mut more = Vec::new();
-                        p.compressed(v, bytes, &mut more);
-                        actions.extend(more);
-                    }
-                    Action::Spill(v) | Action::SwapOut(v) => {
-                        level.insert(v, Level::Disk);
-                    }
-                }
-                i += 1;
-            }
-            actions.clear();
-            let (u, _, _) = p.occupancy();
-            assert!(u as u64 * PAGE + p.compressed_bytes() <= 100 * PAGE, "over budget");
-        }
-        (disk, hits)
+        let d = drive(p, refs, bytes, 100 * PAGE);
+        (d.disk, d.hits)
     }
 
     fn budget() -> Budget {

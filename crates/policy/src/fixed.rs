@@ -10,18 +10,14 @@
 //! an exact LRU segment because every touch of a compressed page faults.
 //! The oldest compressed page is the one spilled to disk.
 
-use crate::queue::RecencyQueue;
+use crate::levels::Levels;
 use crate::{Action, Budget, Level, Policy};
 
 /// The fixed-split policy. See the [module docs](self).
 pub struct FixedSplit {
     uncompressed_pages: usize,
     compressed_budget: u64,
-    uncompressed: RecencyQueue,
-    compressed: RecencyQueue,
-    sizes: rustc_hash::FxHashMap<u64, u64>,
-    compressed_bytes: u64,
-    on_disk: rustc_hash::FxHashSet<u64>,
+    levels: Levels,
 }
 
 impl FixedSplit {
@@ -48,11 +44,7 @@ impl FixedSplit {
         FixedSplit {
             uncompressed_pages,
             compressed_budget,
-            uncompressed: RecencyQueue::default(),
-            compressed: RecencyQueue::default(),
-            sizes: Default::default(),
-            compressed_bytes: 0,
-            on_disk: Default::default(),
+            levels: Levels::default(),
         }
     }
 
@@ -64,18 +56,6 @@ impl FixedSplit {
     /// Bytes allowed in the compression cache.
     pub fn compressed_budget(&self) -> u64 {
         self.compressed_budget
-    }
-
-    fn spill_oldest(&mut self, actions: &mut Vec<Action>) -> bool {
-        match self.compressed.pop_oldest() {
-            Some(victim) => {
-                self.compressed_bytes -= self.sizes.remove(&victim).unwrap_or(0);
-                self.on_disk.insert(victim);
-                actions.push(Action::Spill(victim));
-                true
-            }
-            None => false,
-        }
     }
 }
 
@@ -89,22 +69,15 @@ impl Policy for FixedSplit {
     }
 
     fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) {
-        match from {
-            Level::Compressed => {
-                if self.compressed.remove(page) {
-                    self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
-                }
-            }
-            Level::Disk => {
-                self.on_disk.remove(&page);
-            }
-            Level::New | Level::Uncompressed => {}
-        }
-        self.uncompressed.push_newest(page);
-        while self.uncompressed.len() > self.uncompressed_pages {
-            let victim = self.uncompressed.pop_oldest().expect("over the limit, so not empty");
+        self.levels.touch(page, from);
+        while self.levels.uncompressed.len() > self.uncompressed_pages {
+            let victim = self
+                .levels
+                .uncompressed
+                .pop_oldest()
+                .expect("over the limit, so not empty");
             if self.compressed_budget == 0 {
-                self.on_disk.insert(victim);
+                self.levels.on_disk(victim);
                 actions.push(Action::SwapOut(victim));
             } else {
                 actions.push(Action::Compress(victim));
@@ -113,28 +86,24 @@ impl Policy for FixedSplit {
     }
 
     fn compressed(&mut self, page: u64, bytes: u64, actions: &mut Vec<Action>) {
-        self.compressed.push_newest(page);
-        self.compressed_bytes += bytes;
-        if let Some(old) = self.sizes.insert(page, bytes) {
-            self.compressed_bytes -= old;
-        }
-        while self.compressed_bytes > self.compressed_budget && self.spill_oldest(actions) {}
+        self.levels.compressed(page, bytes);
+        while self.levels.compressed_bytes() > self.compressed_budget && self.levels.spill_oldest(actions) {}
     }
 
     fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
-        self.spill_oldest(actions)
+        self.levels.spill_oldest(actions)
     }
 
     fn swapped_instead(&mut self, page: u64) {
-        self.on_disk.insert(page);
+        self.levels.on_disk(page);
     }
 
     fn occupancy(&self) -> (usize, usize, usize) {
-        (self.uncompressed.len(), self.compressed.len(), self.on_disk.len())
+        self.levels.occupancy()
     }
 
     fn compressed_bytes(&self) -> u64 {
-        self.compressed_bytes
+        self.levels.compressed_bytes()
     }
 
     fn cache_limit(&self) -> u64 {

@@ -21,6 +21,7 @@
 
 mod adaptive;
 mod fixed;
+mod levels;
 mod pool;
 mod queue;
 mod recency;

@@ -16,9 +16,9 @@
 //!   pages; the paper notes some bias is needed for the compressed cache to
 //!   hold anything, since its pages are always older). Ages are in touches.
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 
-use crate::queue::RecencyQueue;
+use crate::levels::Levels;
 use crate::{Action, Budget, Level, Policy};
 
 /// Which of the two schemes.
@@ -36,11 +36,7 @@ pub struct Pool {
     page_size: u64,
     now: u64,
     touched: HashMap<u64, u64>,
-    uncompressed: RecencyQueue,
-    compressed: RecencyQueue,
-    sizes: HashMap<u64, u64>,
-    compressed_bytes: u64,
-    on_disk: HashSet<u64>,
+    levels: Levels,
 }
 
 impl Pool {
@@ -51,11 +47,7 @@ impl Pool {
             page_size: budget.page_size,
             now: 0,
             touched: HashMap::default(),
-            uncompressed: RecencyQueue::default(),
-            compressed: RecencyQueue::default(),
-            sizes: HashMap::default(),
-            compressed_bytes: 0,
-            on_disk: HashSet::default(),
+            levels: Levels::default(),
         }
     }
 
@@ -81,19 +73,7 @@ impl Pool {
     }
 
     fn used(&self) -> u64 {
-        self.uncompressed.len() as u64 * self.page_size + self.compressed_bytes
-    }
-
-    fn spill_oldest(&mut self, actions: &mut Vec<Action>) -> bool {
-        match self.compressed.pop_oldest() {
-            Some(v) => {
-                self.compressed_bytes -= self.sizes.remove(&v).unwrap_or(0);
-                self.on_disk.insert(v);
-                actions.push(Action::Spill(v));
-                true
-            }
-            None => false,
-        }
+        self.levels.used(self.page_size)
     }
 
     fn age(&self, page: Option<u64>) -> Option<u64> {
@@ -104,9 +84,12 @@ impl Pool {
     fn fit(&mut self, actions: &mut Vec<Action>) {
         while self.used() > self.ram {
             let evict_uncompressed = match self.rule {
-                Rule::Cap(_) => !self.uncompressed.is_empty(),
+                Rule::Cap(_) => !self.levels.uncompressed.is_empty(),
                 Rule::Bias(bias) => {
-                    let (u, c) = (self.uncompressed.peek_oldest(), self.compressed.peek_oldest());
+                    let (u, c) = (
+                        self.levels.uncompressed.peek_oldest(),
+                        self.levels.compressed.peek_oldest(),
+                    );
                     match (self.age(u), self.age(c)) {
                         (Some(u), Some(c)) => u as f64 >= c as f64 / bias,
                         (Some(_), None) => true,
@@ -115,14 +98,14 @@ impl Pool {
                 }
             };
             // The page just touched stays.
-            if evict_uncompressed && self.uncompressed.len() > 1 {
-                let v = self.uncompressed.pop_oldest().expect("not empty");
+            if evict_uncompressed && self.levels.uncompressed.len() > 1 {
+                let v = self.levels.uncompressed.pop_oldest().expect("not empty");
                 actions.push(Action::Compress(v));
                 // Its compressed size is charged when reported; stop here
                 // so the mechanism can report it.
                 return;
             }
-            if !self.spill_oldest(actions) {
+            if !self.levels.spill_oldest(actions) {
                 return;
             }
         }
@@ -140,45 +123,32 @@ impl Policy for Pool {
     fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) {
         self.now += 1;
         self.touched.insert(page, self.now);
-        match from {
-            Level::Compressed if self.compressed.remove(page) => {
-                self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
-            }
-            Level::Disk => {
-                self.on_disk.remove(&page);
-            }
-            _ => {}
-        }
-        self.uncompressed.push_newest(page);
+        self.levels.touch(page, from);
         self.fit(actions);
     }
 
     fn compressed(&mut self, page: u64, bytes: u64, actions: &mut Vec<Action>) {
-        self.compressed.push_newest(page);
-        self.compressed_bytes += bytes;
-        if let Some(old) = self.sizes.insert(page, bytes) {
-            self.compressed_bytes -= old;
-        }
+        self.levels.compressed(page, bytes);
         if let Rule::Cap(cap) = self.rule {
-            while self.compressed_bytes > cap && self.spill_oldest(actions) {}
+            while self.levels.compressed_bytes() > cap && self.levels.spill_oldest(actions) {}
         }
         self.fit(actions);
     }
 
     fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
-        self.spill_oldest(actions)
+        self.levels.spill_oldest(actions)
     }
 
     fn swapped_instead(&mut self, page: u64) {
-        self.on_disk.insert(page);
+        self.levels.on_disk(page);
     }
 
     fn occupancy(&self) -> (usize, usize, usize) {
-        (self.uncompressed.len(), self.compressed.len(), self.on_disk.len())
+        self.levels.occupancy()
     }
 
     fn compressed_bytes(&self) -> u64 {
-        self.compressed_bytes
+        self.levels.compressed_bytes()
     }
 
     fn cache_limit(&self) -> u64 {
@@ -196,7 +166,7 @@ impl Policy for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::levels::testing::drive;
 
     const PAGE: u64 = 4096;
 
@@ -208,39 +178,16 @@ mod tests {
     }
 
     /// Runs refs, compressing every page to `bytes`; returns all actions.
-    fn drive(p: &mut Pool, refs: &[u64], bytes: u64) -> Vec<Action> {
-        let mut all = Vec::new();
-        let mut level: HashMap<u64, Level> = HashMap::new();
-        for &r in refs {
-            let mut a = Vec::new();
-            p.touch(r, *level.get(&r).unwrap_or(&Level::New), &mut a);
-            level.insert(r, Level::Uncompressed);
-            let mut i = 0;
-            while i < a.len() {
-                match a[i] {
-                    Action::Compress(v) => {
-                        level.insert(v, Level::Compressed);
-                        let mut more = Vec::new();
-                        p.compressed(v, bytes, &mut more);
-                        a.extend(more);
-                    }
-                    Action::Spill(v) | Action::SwapOut(v) => {
-                        level.insert(v, Level::Disk);
-                    }
-                }
-                i += 1;
-            }
-            assert!(p.used() <= p.ram, "over budget");
-            all.extend(a);
-        }
-        all
+    fn run(p: &mut Pool, refs: &[u64], bytes: u64) -> Vec<Action> {
+        let ram = p.ram;
+        drive(p, refs, bytes, ram).actions
     }
 
     #[test]
     fn zswap_fills_its_pool_then_spills_the_oldest() {
         // 4 frames, pool capped at 50% = 2 frames = 4 pages of 2 KiB.
         let mut p = Pool::zswap(budget(4), 50);
-        let a = drive(&mut p, &[0, 1, 2, 3, 4, 5, 6, 7], 2048);
+        let a = run(&mut p, &[0, 1, 2, 3, 4, 5, 6, 7], 2048);
         // Pages 0.. are compressed as memory runs out; the pool holds four
         // of them at most, so the fifth compressed goes to disk first.
         let spills: Vec<_> = a.iter().filter(|x| matches!(x, Action::Spill(_))).collect();
@@ -255,9 +202,9 @@ mod tests {
         // frames first: few pages stay compressed.
         let refs: Vec<u64> = (0..20).flat_map(|_| 0..6u64).collect();
         let mut unbiased = Pool::douglis(budget(4), 1.0);
-        let a1 = drive(&mut unbiased, &refs, 1024);
+        let a1 = run(&mut unbiased, &refs, 1024);
         let mut biased = Pool::douglis(budget(4), 8.0);
-        let a2 = drive(&mut biased, &refs, 1024);
+        let a2 = run(&mut biased, &refs, 1024);
         let spills = |a: &[Action]| a.iter().filter(|x| matches!(x, Action::Spill(_))).count();
         assert!(
             spills(&a2) < spills(&a1),

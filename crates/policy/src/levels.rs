@@ -1,0 +1,138 @@
+//! The bookkeeping every policy keeps: uncompressed pages and the
+//! compression cache each in recency order, what each cached page takes,
+//! and which pages are on disk. Policies differ only in how much memory
+//! each level may have; this is the part they share.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::queue::RecencyQueue;
+use crate::{Action, Level};
+
+#[derive(Default)]
+pub(crate) struct Levels {
+    /// Uncompressed pages, oldest first.
+    pub uncompressed: RecencyQueue,
+    /// Pages in the compression cache, oldest first (exact LRU: every
+    /// touch of a cached page takes it out).
+    pub compressed: RecencyQueue,
+    sizes: FxHashMap<u64, u64>,
+    compressed_bytes: u64,
+    on_disk: FxHashSet<u64>,
+}
+
+impl Levels {
+    /// `page` was touched and served from `from`: it leaves the cache or
+    /// the disk and becomes the newest uncompressed page.
+    pub fn touch(&mut self, page: u64, from: Level) {
+        match from {
+            Level::Compressed if self.compressed.remove(page) => {
+                self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
+            }
+            Level::Disk => {
+                self.on_disk.remove(&page);
+            }
+            _ => {}
+        }
+        self.uncompressed.push_newest(page);
+    }
+
+    /// `page` is now in the cache, taking `bytes`.
+    pub fn compressed(&mut self, page: u64, bytes: u64) {
+        self.compressed.push_newest(page);
+        self.compressed_bytes += bytes;
+        if let Some(old) = self.sizes.insert(page, bytes) {
+            self.compressed_bytes -= old;
+        }
+    }
+
+    /// Sends the oldest cached page to disk; `false` if the cache is empty.
+    pub fn spill_oldest(&mut self, actions: &mut Vec<Action>) -> bool {
+        match self.compressed.pop_oldest() {
+            Some(victim) => {
+                self.compressed_bytes -= self.sizes.remove(&victim).unwrap_or(0);
+                self.on_disk.insert(victim);
+                actions.push(Action::Spill(victim));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `page` went (or is sent) to disk without passing through the cache.
+    pub fn on_disk(&mut self, page: u64) {
+        self.on_disk.insert(page);
+    }
+
+    /// Bytes the uncompressed pages and the cache take together.
+    pub fn used(&self, page_size: u64) -> u64 {
+        self.uncompressed.len() as u64 * page_size + self.compressed_bytes
+    }
+
+    pub fn compressed_bytes(&self) -> u64 {
+        self.compressed_bytes
+    }
+
+    /// Pages per level: (uncompressed, compressed, on disk).
+    pub fn occupancy(&self) -> (usize, usize, usize) {
+        (self.uncompressed.len(), self.compressed.len(), self.on_disk.len())
+    }
+}
+
+/// Drives a policy as a mechanism would, for the policies' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::collections::HashMap;
+
+    use crate::{Action, Level, Policy};
+
+    /// What a drive saw.
+    pub struct Drive {
+        /// Touches served from disk.
+        pub disk: u64,
+        /// Touches served from the cache.
+        pub hits: u64,
+        /// Every action, in order.
+        pub actions: Vec<Action>,
+    }
+
+    /// Replays `refs` through `p`, compressing every page to `bytes` and
+    /// checking after each reference that the policy stays within `ram`.
+    pub fn drive(p: &mut dyn Policy, refs: &[u64], bytes: u64, ram: u64) -> Drive {
+        let mut level: HashMap<u64, Level> = HashMap::new();
+        let mut d = Drive {
+            disk: 0,
+            hits: 0,
+            actions: Vec::new(),
+        };
+        for &r in refs {
+            let from = *level.get(&r).unwrap_or(&Level::New);
+            match from {
+                Level::Disk => d.disk += 1,
+                Level::Compressed => d.hits += 1,
+                _ => {}
+            }
+            let mut a = Vec::new();
+            p.touch(r, from, &mut a);
+            level.insert(r, Level::Uncompressed);
+            let mut i = 0;
+            while i < a.len() {
+                match a[i] {
+                    Action::Compress(v) => {
+                        level.insert(v, Level::Compressed);
+                        let mut more = Vec::new();
+                        p.compressed(v, bytes, &mut more);
+                        a.extend(more);
+                    }
+                    Action::Spill(v) | Action::SwapOut(v) => {
+                        level.insert(v, Level::Disk);
+                    }
+                }
+                i += 1;
+            }
+            let (u, _, _) = p.occupancy();
+            assert!(u as u64 * 4096 + p.compressed_bytes() <= ram, "over budget");
+            d.actions.extend(a);
+        }
+        d
+    }
+}
