@@ -83,16 +83,16 @@ fn plain(workload: &Workload, size: u64, seed: u64) -> (u64, Duration) {
     (sum, t.elapsed())
 }
 
-fn check(opts: &RunOptions) -> anyhow::Result<()> {
-    if opts.size < ccvm_workload::MIN_BYTES as u64 {
-        bail!("--size {} is below the workloads' minimum of 1M", opts.size);
+fn check_size(size: u64) -> anyhow::Result<()> {
+    if size < ccvm_workload::MIN_BYTES as u64 {
+        bail!("--size {size} is below the workloads' minimum of 1M");
     }
     Ok(())
 }
 
 /// Runs `opts` live (after a plain run for the reference checksum).
 pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
-    check(opts)?;
+    check_size(opts.size)?;
     let (want, plain_time) = plain(&opts.workload, opts.size, opts.seed);
     let mut region = Region::new(opts.size as usize, opts.config.clone())?;
     let t = Instant::now();
@@ -189,9 +189,7 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
 
 /// Traces a workload to `out` with a window of `window` uncompressed pages.
 pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str, out: PathBuf) -> anyhow::Result<()> {
-    if size < ccvm_workload::MIN_BYTES as u64 {
-        bail!("--size {size} is below the workloads' minimum of 1M");
-    }
+    check_size(size)?;
     let (want, plain_time) = plain(&workload, size, seed);
     // The cache holds every page that leaves the window, so nothing is
     // written to disk and every reference outside the window faults.

@@ -168,48 +168,19 @@ fn bad_run_settings_give_one_line() {
         first.contains("unknown size unit 'q' in '4Q'; use K, M or G"),
         "{first}"
     );
-    fails_with_one_line(
-        &ccvm(&[
-            "run",
-            "--workload",
-            "matmul",
-            "--size",
-            "4M",
-            "--ram",
-            "1M",
-            "--codec",
-            "zip",
-        ]),
-        &["unknown codec"],
-    );
-    fails_with_one_line(
-        &ccvm(&[
-            "run",
-            "--workload",
-            "matmul",
-            "--size",
-            "4M",
-            "--ram",
-            "1M",
-            "--uncompressed-share",
-            "2",
-        ]),
-        &["between 0 and 1"],
-    );
-    fails_with_one_line(
-        &ccvm(&[
-            "run",
-            "--workload",
-            "matmul",
-            "--size",
-            "4M",
-            "--ram",
-            "1M",
-            "--swap-dir",
-            "/no/such/dir",
-        ]),
-        &["cannot create a swap file in /no/such/dir", "--swap-dir"],
-    );
+    // A matmul run of 4 MiB in 1 MiB with one wrong setting each.
+    for (extra, needles) in [
+        (&["--codec", "zip"][..], &["unknown codec"][..]),
+        (&["--uncompressed-share", "2"], &["between 0 and 1"]),
+        (
+            &["--swap-dir", "/no/such/dir"],
+            &["cannot create a swap file in /no/such/dir", "--swap-dir"],
+        ),
+    ] {
+        let mut args = vec!["run", "--workload", "matmul", "--size", "4M", "--ram", "1M"];
+        args.extend_from_slice(extra);
+        fails_with_one_line(&ccvm(&args), needles);
+    }
 }
 
 /// Without userfaultfd rights (an unprivileged user, with

@@ -130,9 +130,8 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                     };
                     r.compressions += 1;
                     at[v] = Where::Compressed(id);
-                    let mut more = Vec::new();
-                    policy.compressed(v as u64, bytes + ENTRY_BYTES as u64, &mut more);
-                    actions.extend(more);
+                    // Follow-up spills join the end of the same list.
+                    policy.compressed(v as u64, bytes + ENTRY_BYTES as u64, &mut actions);
                 }
                 Action::Spill(v) => {
                     let v = v as usize;
