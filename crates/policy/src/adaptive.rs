@@ -229,6 +229,11 @@ mod tests {
         (d.disk, d.hits)
     }
 
+    /// A policy over 100 pages with these disk and codec costs, ns.
+    fn adaptive(disk_ns: f64, codec_ns: f64) -> Adaptive {
+        Adaptive::new(budget(), Costs { disk_ns, codec_ns })
+    }
+
     fn budget() -> Budget {
         Budget {
             ram_bytes: 100 * PAGE,
@@ -241,13 +246,7 @@ mod tests {
         // 130 pages cycled: LRU faults on every touch; with a 2:1 cache at
         // a 23% share or more, all of them fit.
         let refs: Vec<u64> = (0..40).flat_map(|_| 0..130u64).collect();
-        let mut p = Adaptive::new(
-            budget(),
-            Costs {
-                disk_ns: 5e6,
-                codec_ns: 1e5,
-            },
-        );
+        let mut p = adaptive(5e6, 1e5);
         let (disk, hits) = replay(&mut p, &refs, PAGE / 2);
         assert!(p.target_share() >= 0.23, "share {}", p.target_share());
         assert!(hits > disk * 5, "hits {hits}, disk {disk}");
@@ -256,13 +255,7 @@ mod tests {
     #[test]
     fn a_loop_that_fits_keeps_compression_off() {
         let refs: Vec<u64> = (0..60).flat_map(|_| 0..90u64).collect();
-        let mut p = Adaptive::new(
-            budget(),
-            Costs {
-                disk_ns: 5e6,
-                codec_ns: 1e5,
-            },
-        );
+        let mut p = adaptive(5e6, 1e5);
         let (disk, hits) = replay(&mut p, &refs, PAGE / 2);
         assert_eq!(p.target_share(), 0.0);
         assert_eq!((disk, hits), (0, 0));
@@ -271,22 +264,10 @@ mod tests {
     #[test]
     fn incompressible_pages_or_a_cheap_disk_keep_compression_off() {
         let refs: Vec<u64> = (0..40).flat_map(|_| 0..130u64).collect();
-        let mut p = Adaptive::new(
-            budget(),
-            Costs {
-                disk_ns: 5e6,
-                codec_ns: 1e5,
-            },
-        );
+        let mut p = adaptive(5e6, 1e5);
         replay(&mut p, &refs, PAGE);
         assert_eq!(p.target_share(), 0.0, "ratio 1 gains nothing");
-        let mut p = Adaptive::new(
-            budget(),
-            Costs {
-                disk_ns: 1e5,
-                codec_ns: 5e6,
-            },
-        );
+        let mut p = adaptive(1e5, 5e6);
         replay(&mut p, &refs, PAGE / 2);
         assert_eq!(p.target_share(), 0.0, "codec dearer than disk");
     }
