@@ -1,6 +1,6 @@
-//! Hand-worked tiny traces: exact counts for the baseline and the fixed
-//! split; LRU's faults never rise with memory; every policy keeps within
-//! its budget on random traces.
+//! Hand-worked tiny traces: exact counts for every policy (no compression,
+//! fixed split, zswap, Douglis, adaptive); LRU's faults never rise with
+//! memory; every policy serves every reference on random traces.
 
 use ccvm_policy::{Budget, Costs, Params, Policy};
 use ccvm_sim::{lru_faults, simulate, CodecCosts, SimConfig, SimResult, Trace};
@@ -216,4 +216,61 @@ fn zswap_and_douglis_counts_by_hand() {
         ),
         (6, 0, 2, 5, 4, 2)
     );
+}
+
+#[test]
+fn adaptive_counts_by_hand() {
+    // Four frames; every page takes 1984 + 64 = 2048 bytes, a 2:1 ratio.
+    // Targets (share: uncompressed frames U, effective pages E):
+    // 0%: 4, 4; 10% and 23%: 3, 5; 37% and 50%: 2, 6. A touch at recency
+    // position p (distinct pages since its last touch) is an event when
+    // p >= 2; event k weighs q^k with q = 5^(1/4) (d^4 = 0.2). A disk fault
+    // costs 400 and a cache hit 100 in the analysis.
+    //
+    // Phase 1, 0..5 three times. The first touches are faults for every
+    // target (events 1-5); 4 evicts 0, compressed and spilled (0% target).
+    // 0 then faults from disk at p = 4 (event 6): a fault at 0%, a hit at
+    // every other share, so 10% wins (ties go to the smaller share); U = 3
+    // compresses 1 and 2. Each of the next nine touches (events 7-15,
+    // p = 4) is a cache hit that compresses the oldest uncompressed page.
+    //
+    // Phase 2, 0..4 three times: events 16-19 are more hits at p = 4,
+    // then hits at p = 3, which only the compressed shares pay for. 0%
+    // wins once 100 S(20, 19 + n) > 300 S(6, 19) (S: sums of q^k), that
+    // is q^n > 3.989, n = 4: at event 23. U goes back to 4, nothing is
+    // compressed, and the cached page 4 spills. The last four touches are
+    // in memory.
+    let mut refs: Vec<u32> = (0..3).flat_map(|_| 0..5).collect();
+    refs.extend((0..3).flat_map(|_| 0..4));
+    let t = trace(&refs);
+    let budget = Budget {
+        ram_bytes: 4 * 4096,
+        page_size: 4096,
+    };
+    let costs_ns = Costs {
+        disk_ns: 400.0,
+        codec_ns: 100.0,
+    };
+    let mut p = ccvm_policy::Adaptive::new(budget, costs_ns);
+    let r = simulate(&t, &costs(5, 1984), &mut p, &SimConfig::default());
+    let want = SimResult {
+        zero_faults: 5,
+        cache_hits: 9 + 8,
+        disk_faults: 1,
+        compressions: 1 + 2 + 9 + 7,
+        decompressions: 1 + 17,
+        disk_writes: 2,
+        codec_ns: 19.0 * 10.0 + 18.0 * 20.0,
+        paging_ns: 5e6 + 550.0,
+    };
+    assert_eq!(r, want);
+    assert_eq!(p.target_share(), 0.0);
+    assert_eq!(p.occupancy(), (4, 0, 1), "page 4 on disk");
+
+    // Stopped one reference after event 22, the 10% share still holds.
+    let t = trace(&refs[..22]);
+    let mut p = ccvm_policy::Adaptive::new(budget, costs_ns);
+    simulate(&t, &costs(5, 1984), &mut p, &SimConfig::default());
+    assert_eq!(p.target_share(), 0.10);
+    assert_eq!(p.occupancy(), (3, 2, 0));
 }
