@@ -103,7 +103,8 @@ struct SweepArgs {
     /// Timed runs per page image (the median is kept).
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Multiplies the measured codec times (a slower or faster CPU).
+    /// Simulate a CPU this many times slower (2) or faster (0.5): multiplies the measured codec times and the
+    /// program's own run time, which sets the interesting region.
     #[arg(long, default_value_t = 1.0)]
     cpu_factor: f64,
     /// Charge each page written to disk this many ms (default 0: writes are free, as in paper 000).
@@ -273,6 +274,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             live::trace(workload, args.size, args.seed, args.window, &args.codec, args.out)
         }
         Command::Sim(SimCommand::Sweep(a)) => {
+            if !(a.cpu_factor.is_finite() && a.cpu_factor > 0.0) {
+                anyhow::bail!("--cpu-factor must be a positive number, got {}", a.cpu_factor);
+            }
+            if !(a.write_ms.is_finite() && a.write_ms >= 0.0) {
+                anyhow::bail!("--write-ms must be zero or more, got {}", a.write_ms);
+            }
             for p in &a.policies {
                 if !ccvm_policy::is_known(p) {
                     anyhow::bail!(

@@ -264,6 +264,30 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     let report = ccvm(&["sim", "report", results.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&report.stdout).contains("adaptive"));
 
+    // A CPU 50 times slower runs the program 50 times longer too, so more
+    // sizes page little enough relative to it: the region widens.
+    let interesting = |csv: &str| {
+        csv.lines()
+            .filter(|l| l.starts_with("s,lru,") && l.split(',').nth(6) == Some("true"))
+            .count()
+    };
+    let slow = dir.join("slow");
+    let mut args = vec!["sim", "sweep", trace.to_str().unwrap(), "--out", slow.to_str().unwrap()];
+    args.extend(["--sizes", "4", "--runs", "1", "--policy", "adaptive", "--codec", "wkdm"]);
+    args.extend(["--cpu-factor", "50"]);
+    let out = ccvm(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let slow_csv = std::fs::read_to_string(slow.join("sweep.csv")).unwrap();
+    assert!(
+        slow_csv.lines().nth(1).unwrap().split(',').nth(4) == Some("50"),
+        "{slow_csv}"
+    );
+    assert!(interesting(&slow_csv) > interesting(&csv), "{slow_csv}\n{csv}");
+    let report = ccvm(&["sim", "report", slow.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&report.stdout).contains("50 times slower"));
+    *args.last_mut().unwrap() = "0";
+    fails_with_one_line(&ccvm(&args), &["--cpu-factor must be a positive number"]);
+
     let bytes = std::fs::read(&trace).unwrap();
     let cut = dir.join("cut.trace");
     std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();

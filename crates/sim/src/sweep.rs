@@ -18,6 +18,9 @@ pub struct SweepRow {
     pub codec: String,
     /// Disk cost per page read, milliseconds.
     pub disk_ms: f64,
+    /// How many times slower the simulated CPU is than the one that timed
+    /// the codecs and ran the program.
+    pub cpu_factor: f64,
     /// Memory size, pages.
     pub memory_pages: usize,
     /// Whether the size is in the trace's interesting region.
@@ -127,6 +130,7 @@ pub fn run_point(
         policy: policy.into(),
         codec: costs.codec.clone(),
         disk_ms: config.disk_read_ns / 1e6,
+        cpu_factor: config.cpu_factor,
         memory_pages: pages,
         interesting: region.is_some_and(|(lo, hi)| (lo..=hi).contains(&pages)),
         cache_hits: r.cache_hits,
