@@ -210,6 +210,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
                     disk_ms,
                     cpu_factor: opts.cpu_factor,
                     memory_pages: pages,
+                    run_s: run / 1e9,
                     interesting: lru_region.is_some_and(|(lo, hi)| (lo..=hi).contains(&pages)),
                     cache_hits: 0,
                     disk_faults: lru[pages],
@@ -240,17 +241,18 @@ fn write_rows(out: &Path, rows: &[SweepRow]) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(rows)?;
     std::fs::write(out.join("sweep.json"), json)?;
     let mut csv = String::from(
-        "trace,policy,codec,disk_ms,cpu_factor,memory_pages,interesting,cache_hits,disk_faults,compressions,decompressions,paging_s,lru_paging_s,normalized\n",
+        "trace,policy,codec,disk_ms,cpu_factor,memory_pages,run_s,interesting,cache_hits,disk_faults,compressions,decompressions,paging_s,lru_paging_s,normalized\n",
     );
     for r in rows {
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{}\n",
+            "{},{},{},{},{},{},{:.6},{},{},{},{},{},{:.6},{:.6},{}\n",
             r.trace,
             r.policy,
             r.codec,
             r.disk_ms,
             r.cpu_factor,
             r.memory_pages,
+            r.run_s,
             r.interesting,
             r.cache_hits,
             r.disk_faults,
@@ -274,8 +276,11 @@ struct Saved {
     #[serde(default = "one")]
     cpu_factor: f64,
     memory_pages: usize,
+    #[serde(default)]
+    run_s: f64,
     interesting: bool,
     paging_s: f64,
+    lru_paging_s: f64,
     normalized: Option<f64>,
 }
 
@@ -384,13 +389,28 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
     println!(
         "paging-time reduction against LRU, % (paper 000 at 5 ms: 20-80% over the interesting region, about 40% on average)"
     );
+    println!("and the change in time to completion (run + paging) against LRU's, % (negative: sooner)");
     println!(
-        "{:<12} {:<6} {:<9} {:>7} | {:>24} | {:>24}",
-        "", "", "", "", "interesting region", "every size LRU pages at"
+        "{:<12} {:<6} {:<9} {:>7} | {:>24} | {:>24} | {:>21}",
+        "", "", "", "", "interesting region", "every size LRU pages at", "completion, % change"
     );
     println!(
-        "{:<12} {:<6} {:<9} {:>7} | {:>7} {:>7} {:>7} {:>1} | {:>7} {:>7} {:>7} {:>1}",
-        "trace", "codec", "policy", "disk ms", "mean", "min", "max", "n", "mean", "min", "max", "n"
+        "{:<12} {:<6} {:<9} {:>7} | {:>7} {:>7} {:>7} {:>1} | {:>7} {:>7} {:>7} {:>1} | {:>6} {:>6} {:>7}",
+        "trace",
+        "codec",
+        "policy",
+        "disk ms",
+        "mean",
+        "min",
+        "max",
+        "n",
+        "mean",
+        "min",
+        "max",
+        "n",
+        "region",
+        "all",
+        "worst"
     );
     let stats = |v: &[f64]| {
         if v.is_empty() {
@@ -411,11 +431,30 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         let reduction = |r: &&Saved| r.normalized.map(|n| (1.0 - n) * 100.0);
         let region: Vec<f64> = of.iter().filter(|r| r.interesting).filter_map(reduction).collect();
         let all: Vec<f64> = of.iter().filter_map(reduction).collect();
+        // End to end, so sizes where LRU barely pages do not dominate.
+        let completion =
+            |r: &&Saved| (r.run_s > 0.0).then(|| ((r.run_s + r.paging_s) / (r.run_s + r.lru_paging_s) - 1.0) * 100.0);
+        let mean = |v: Vec<f64>| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.1}", v.iter().sum::<f64>() / v.len() as f64)
+            }
+        };
+        let all_completion: Vec<f64> = of.iter().filter_map(completion).collect();
+        let worst = all_completion.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         println!(
-            "{trace:<12} {codec:<6} {policy:<9} {:>7} | {} | {}",
+            "{trace:<12} {codec:<6} {policy:<9} {:>7} | {} | {} | {:>6} {:>6} {:>7}",
             disk as f64 / 1000.0,
             stats(&region),
-            stats(&all)
+            stats(&all),
+            mean(of.iter().filter(|r| r.interesting).filter_map(completion).collect()),
+            mean(all_completion),
+            if worst.is_finite() {
+                format!("{worst:+.1}")
+            } else {
+                "-".into()
+            }
         );
     }
     against_best_fixed(&rows);

@@ -262,7 +262,11 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     assert!(csv.lines().count() > 8, "{csv}");
     assert!(results.join("fig3_s.svg").exists() && results.join("fig6_s.png").exists());
     let report = ccvm(&["sim", "report", results.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&report.stdout).contains("adaptive"));
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("adaptive") && text.contains("completion, % change"),
+        "{text}"
+    );
 
     // A CPU 50 times slower runs the program 50 times longer too, so more
     // sizes page little enough relative to it: the region widens.

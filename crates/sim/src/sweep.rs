@@ -23,6 +23,9 @@ pub struct SweepRow {
     pub cpu_factor: f64,
     /// Memory size, pages.
     pub memory_pages: usize,
+    /// The program's own run time on the simulated CPU, seconds (paging
+    /// excluded).
+    pub run_s: f64,
     /// Whether the size is in the trace's interesting region.
     pub interesting: bool,
     /// Cache hits.
@@ -132,6 +135,7 @@ pub fn run_point(
         disk_ms: config.disk_read_ns / 1e6,
         cpu_factor: config.cpu_factor,
         memory_pages: pages,
+        run_s: run_time_ns / 1e9,
         interesting: region.is_some_and(|(lo, hi)| (lo..=hi).contains(&pages)),
         cache_hits: r.cache_hits,
         disk_faults: r.disk_faults,
