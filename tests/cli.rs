@@ -272,7 +272,7 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     // sizes page little enough relative to it: the region widens.
     let interesting = |csv: &str| {
         csv.lines()
-            .filter(|l| l.starts_with("s,lru,") && l.split(',').nth(6) == Some("true"))
+            .filter(|l| l.starts_with("s,lru,") && l.split(',').nth(7) == Some("true"))
             .count()
     };
     let slow = dir.join("slow");
