@@ -12,11 +12,14 @@
 //! target, give each target's paging cost; the cheapest wins.
 //!
 //! Choices, where the paper leaves room:
-//! * Only "interesting" touches count and advance time: those at or beyond
-//!   the smallest uncompressed region (p ≥ M/2), the touches any target
-//!   could treat differently. Each such event multiplies the weight of
-//!   all earlier ones by d, with d^M = 0.2 (the M-th most recent event
-//!   weighs 20% of the newest), implemented by growing the increment.
+//! * Only "interesting" touches count and advance time: those that would
+//!   be cache hits under some target (M/2 ≤ p < the largest E), as §3.2
+//!   defines them. A touch beyond every target's reach, a first touch
+//!   included, is a fault under all of them alike, so it cannot change the
+//!   choice; it leaves the counts and the clock alone. Each interesting
+//!   event multiplies the weight of all earlier ones by d, with d^M = 0.2
+//!   (the M-th most recent event weighs 20% of the newest), implemented by
+//!   growing the increment.
 //! * The target is chosen again only when a compressed or swapped page is
 //!   touched, and memory moves between the levels on demand: a fault evicts
 //!   uncompressed pages (compressing them) while more than the target's
@@ -32,7 +35,7 @@
 //!   (compress plus decompress, or, live, the whole cost of a cache fault).
 
 use crate::levels::Levels;
-use crate::recency::{Recency, BEYOND};
+use crate::recency::Recency;
 use crate::{Action, Budget, Level, Policy};
 
 /// The target compressed shares of memory.
@@ -127,7 +130,8 @@ impl Adaptive {
     /// Counts a touch at recency position `p` for every target.
     fn record(&mut self, p: usize) {
         let smallest = self.bounds[TARGETS.len() - 1].0;
-        if p < smallest {
+        let largest = self.bounds.iter().map(|b| b.1).max().unwrap_or(0);
+        if p < smallest || p >= largest {
             return;
         }
         self.weight /= self.decay;
@@ -139,7 +143,7 @@ impl Adaptive {
         }
         for t in 0..TARGETS.len() {
             let (u, e) = self.bounds[t];
-            if p == BEYOND || p >= e {
+            if p >= e {
                 self.faults[t] += self.weight;
             } else if p >= u {
                 self.hits[t] += self.weight;
@@ -250,6 +254,24 @@ mod tests {
         let (disk, hits) = replay(&mut p, &refs, PAGE / 2);
         assert!(p.target_share() >= 0.23, "share {}", p.target_share());
         assert!(hits > disk * 5, "hits {hits}, disk {disk}");
+    }
+
+    #[test]
+    fn only_touches_some_target_would_hit_are_events() {
+        // 100 frames at 2:1: U runs from 50 (50%) to 100 (0%), E up to 150.
+        let mut p = adaptive(5e6, 1e5);
+        for position in [0, 49, 150, 400, crate::recency::BEYOND] {
+            p.record(position);
+            assert_eq!(
+                (p.weight, p.hits, p.faults),
+                (1.0, [0.0; 5], [0.0; 5]),
+                "p = {position}"
+            );
+        }
+        p.record(120);
+        assert!(p.weight > 1.0, "the clock advances");
+        assert_eq!(p.faults[0], p.weight, "beyond 100 frames: a fault at 0%");
+        assert_eq!(p.hits[4], p.weight, "within 150 pages at 50%: a hit");
     }
 
     #[test]

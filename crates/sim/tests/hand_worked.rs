@@ -224,20 +224,21 @@ fn adaptive_counts_by_hand() {
     // Targets (share: uncompressed frames U, effective pages E):
     // 0%: 4, 4; 10% and 23%: 3, 5; 37% and 50%: 2, 6. A touch at recency
     // position p (distinct pages since its last touch) is an event when
-    // p >= 2; event k weighs q^k with q = 5^(1/4) (d^4 = 0.2). A disk fault
-    // costs 400 and a cache hit 100 in the analysis.
+    // some target would make it a hit, 2 <= p < 6; event k weighs q^k with
+    // q = 5^(1/4) (d^4 = 0.2). A disk fault costs 400 and a cache hit 100
+    // in the analysis.
     //
-    // Phase 1, 0..5 three times. The first touches are faults for every
-    // target (events 1-5); 4 evicts 0, compressed and spilled (0% target).
-    // 0 then faults from disk at p = 4 (event 6): a fault at 0%, a hit at
-    // every other share, so 10% wins (ties go to the smaller share); U = 3
-    // compresses 1 and 2. Each of the next nine touches (events 7-15,
-    // p = 4) is a cache hit that compresses the oldest uncompressed page.
+    // Phase 1, 0..5 three times. First touches are no events; 4 evicts 0,
+    // compressed and spilled (0% target). 0 then faults from disk at p = 4
+    // (event 1): a fault at 0%, a hit at every other share, so 10% wins
+    // (ties go to the smaller share); U = 3 compresses 1 and 2. Each of the
+    // next nine touches (events 2-10, p = 4) is a cache hit that
+    // compresses the oldest uncompressed page.
     //
-    // Phase 2, 0..4 three times: events 16-19 are more hits at p = 4,
+    // Phase 2, 0..4 three times: events 11-14 are more hits at p = 4,
     // then hits at p = 3, which only the compressed shares pay for. 0%
-    // wins once 100 S(20, 19 + n) > 300 S(6, 19) (S: sums of q^k), that
-    // is q^n > 3.989, n = 4: at event 23. U goes back to 4, nothing is
+    // wins once 100 S(15, 14 + n) > 300 S(1, 14) (S: sums of q^k), that
+    // is q^n > 3.989, n = 4: at event 18. U goes back to 4, nothing is
     // compressed, and the cached page 4 spills. The last four touches are
     // in memory.
     let mut refs: Vec<u32> = (0..3).flat_map(|_| 0..5).collect();
@@ -267,7 +268,7 @@ fn adaptive_counts_by_hand() {
     assert_eq!(p.target_share(), 0.0);
     assert_eq!(p.occupancy(), (4, 0, 1), "page 4 on disk");
 
-    // Stopped one reference after event 22, the 10% share still holds.
+    // Stopped one reference earlier, after event 17, 10% still holds.
     let t = trace(&refs[..22]);
     let mut p = ccvm_policy::Adaptive::new(budget, costs_ns);
     simulate(&t, &costs(5, 1984), &mut p, &SimConfig::default());
