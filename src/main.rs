@@ -107,6 +107,10 @@ struct SweepArgs {
     /// program's own run time, which sets the interesting region.
     #[arg(long, default_value_t = 1.0)]
     cpu_factor: f64,
+    /// Disk costs per page read, ms, of the sensitivity study (Figure 6), run for the adaptive policy with the
+    /// first codec; every policy also runs at 5 ms.
+    #[arg(long, value_delimiter = ',', default_values_t = sim::DISK_MS)]
+    disk_ms: Vec<f64>,
     /// Charge each page written to disk this many ms (default 0: writes are free, as in paper 000).
     #[arg(long, default_value_t = 0.0)]
     write_ms: f64,
@@ -277,6 +281,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if !(a.cpu_factor.is_finite() && a.cpu_factor > 0.0) {
                 anyhow::bail!("--cpu-factor must be a positive number, got {}", a.cpu_factor);
             }
+            if let Some(bad) = a.disk_ms.iter().find(|d| !(d.is_finite() && **d > 0.0)) {
+                anyhow::bail!("--disk-ms takes positive numbers of ms (e.g. 0.625,5), got {bad}");
+            }
             if !(a.write_ms.is_finite() && a.write_ms >= 0.0) {
                 anyhow::bail!("--write-ms must be zero or more, got {}", a.write_ms);
             }
@@ -300,6 +307,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 runs: a.runs,
                 cpu_factor: a.cpu_factor,
                 write_ms: a.write_ms,
+                disk_ms: a.disk_ms,
                 plain: sim::PlainCosts {
                     ratio: a.ratio,
                     compress_ns: a.compress_time.as_nanos() as u32,

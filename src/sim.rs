@@ -33,6 +33,8 @@ pub struct SweepOptions {
     pub cpu_factor: f64,
     /// Cost of writing a page to disk, ms (0: free, as paper 000).
     pub write_ms: f64,
+    /// Disk costs of the sensitivity study, ms; 5 ms is always run.
+    pub disk_ms: Vec<f64>,
     /// How to cost imported plain traces (`.txt`, `.csv`).
     pub plain: PlainCosts,
 }
@@ -65,6 +67,10 @@ struct Point<'a> {
 /// Runs the sweep and writes `sweep.csv` and `sweep.json` to the output
 /// folder.
 pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
+    let mut disk_costs = opts.disk_ms.clone();
+    disk_costs.push(5.0);
+    disk_costs.sort_by(f64::total_cmp);
+    disk_costs.dedup();
     std::fs::create_dir_all(&opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
     let cache = opts.out.join("costs");
     let mut loaded = Vec::new();
@@ -84,7 +90,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         let footprint = lru.len() - 1;
         let window = trace.header.window_pages as usize;
         let mut sizes = sweep::log_sizes(window.max(8), footprint, opts.sizes);
-        for disk_ms in DISK_MS {
+        for &disk_ms in &disk_costs {
             if let Some((lo, hi)) = sweep::interesting_region(&lru, disk_ms * 1e6, run) {
                 sizes.extend([lo, hi, (lo + hi) / 2]);
             }
@@ -147,7 +153,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
                 // The disk-cost study (Figure 6) is for the adaptive policy
                 // with the first codec; everything is run at 5 ms.
                 let disks: &[f64] = if policy == "adaptive" && ci == 0 {
-                    &DISK_MS
+                    &disk_costs
                 } else {
                     &[5.0]
                 };
@@ -198,7 +204,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
     let mut rows = rows.map_err(anyhow::Error::msg)?;
     // LRU rows from the stack pass, for the figures and the CSV.
     for (name, trace, lru, region, sizes, _) in &loaded {
-        for &disk_ms in &DISK_MS {
+        for &disk_ms in &disk_costs {
             let run = trace.footer.run_time_ns as f64 * opts.cpu_factor;
             let lru_region = sweep::interesting_region(lru, disk_ms * 1e6, run);
             for &pages in sizes {

@@ -291,6 +291,9 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     assert!(String::from_utf8_lossy(&report.stdout).contains("50 times slower"));
     *args.last_mut().unwrap() = "0";
     fails_with_one_line(&ccvm(&args), &["--cpu-factor must be a positive number"]);
+    *args.last_mut().unwrap() = "1";
+    args.extend(["--disk-ms", "0.625,-1"]);
+    fails_with_one_line(&ccvm(&args), &["--disk-ms takes positive numbers", "-1"]);
 
     let bytes = std::fs::read(&trace).unwrap();
     let cut = dir.join("cut.trace");
