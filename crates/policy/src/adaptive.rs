@@ -65,6 +65,8 @@ pub struct Adaptive {
     /// (U, E) per target for the current ratio, kept up to date by
     /// `compressed`, since every touch consults them.
     bounds: [(usize, usize); TARGETS.len()],
+    /// The largest E: touches at or beyond it are faults under every target.
+    reach: usize,
     target: usize,
     uncompressed_target: usize,
     levels: Levels,
@@ -98,6 +100,7 @@ impl Adaptive {
             decay: 0.2f64.powf(1.0 / frames as f64),
             avg_bytes: budget.page_size as f64 / 2.0,
             bounds: [(0, 0); TARGETS.len()],
+            reach: 0,
             target: 0,
             uncompressed_target: frames,
             levels: Levels::default(),
@@ -110,6 +113,7 @@ impl Adaptive {
         for t in 0..TARGETS.len() {
             self.bounds[t] = self.regions(t);
         }
+        self.reach = self.bounds.iter().map(|b| b.1).max().unwrap_or(0);
     }
 
     /// The compressed share currently chosen.
@@ -130,8 +134,7 @@ impl Adaptive {
     /// Counts a touch at recency position `p` for every target.
     fn record(&mut self, p: usize) {
         let smallest = self.bounds[TARGETS.len() - 1].0;
-        let largest = self.bounds.iter().map(|b| b.1).max().unwrap_or(0);
-        if p < smallest || p >= largest {
+        if p < smallest || p >= self.reach {
             return;
         }
         self.weight /= self.decay;
