@@ -93,6 +93,8 @@ pub(crate) mod testing {
         pub hits: u64,
         /// Every action, in order.
         pub actions: Vec<Action>,
+        /// The most pages one touch compressed.
+        pub most_compressed_at_once: usize,
     }
 
     /// Replays `refs` through `p`, compressing every page to `bytes` and
@@ -103,6 +105,7 @@ pub(crate) mod testing {
             disk: 0,
             hits: 0,
             actions: Vec::new(),
+            most_compressed_at_once: 0,
         };
         for &r in refs {
             let from = *level.get(&r).unwrap_or(&Level::New);
@@ -129,6 +132,8 @@ pub(crate) mod testing {
                 }
                 i += 1;
             }
+            let compressed = a.iter().filter(|x| matches!(x, Action::Compress(_))).count();
+            d.most_compressed_at_once = d.most_compressed_at_once.max(compressed);
             let (u, _, _) = p.occupancy();
             assert!(u as u64 * 4096 + p.compressed_bytes() <= ram, "over budget");
             d.actions.extend(a);
