@@ -27,11 +27,11 @@
 //!   uncompressed frames are held; the oldest compressed pages spill while
 //!   memory is over budget. Moving the whole way at once compressed up to
 //!   half of memory on one fault, wasted when the next faults reversed the
-//!   choice; one page per fault cut graph's paging time over its
-//!   interesting region by a fifth at paper 000's CPU speed (see
-//!   `docs/results.md`). Pages are always compressed before they
-//!   go to disk, as the paper assumes, so a 0% target compresses and
-//!   spills at once.
+//!   choice. At paper 000's CPU speed, one page per fault brought graph's
+//!   mean paging time over its interesting region from 1.95 to 1.61 times
+//!   LRU's (`docs/results.md`). Pages are always compressed before they go
+//!   to disk, as the paper assumes, so a 0% target compresses and spills
+//!   at once.
 //! * The ratio r is the page size over a moving average (weight 1/64) of
 //!   the bytes each compressed page takes, clamped to [1, 4].
 //! * The recency order covers three memories' worth of pages, enough for
