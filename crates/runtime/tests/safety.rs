@@ -104,9 +104,17 @@ fn maps_with(addr: usize) -> bool {
 fn nothing_is_left_after_a_region_is_dropped() {
     // Other tests in this binary run in parallel and open descriptors of
     // their own, so this one checks its own region's: the mapping, and the
-    // swap file's descriptor (which names a deleted file while open).
+    // swap file's descriptor (which names a deleted file while open). Its
+    // swap files live in a folder of their own: another test's swap file
+    // may reuse both the descriptor number and the inode number.
+    let dir = std::env::temp_dir().join(format!("ccvm-drop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
     for _ in 0..3 {
-        let mut region = Region::new(1 << 20, small("fixed", 0.5)).unwrap();
+        let config = RuntimeConfig {
+            swap_dir: Some(dir.clone()),
+            ..small("fixed", 0.5)
+        };
+        let mut region = Region::new(1 << 20, config).unwrap();
         fill(&mut region);
         let addr = region.as_ptr() as usize;
         let fd = region.swap_fd();
@@ -118,6 +126,7 @@ fn nothing_is_left_after_a_region_is_dropped() {
         let now = std::fs::read_link(format!("/proc/self/fd/{fd}"));
         assert!(now.map_or(true, |l| l != link), "the swap file outlives its region");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
     let before = open_fds();
     for _ in 0..5 {
         let mut region = Region::new(1 << 20, small("fixed", 0.5)).unwrap();
