@@ -157,12 +157,16 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
     );
     println!("compression ratio      {:.3}", s.compression_ratio());
     println!(
-        "swap file              {} MiB written in {} writes, {} MiB read in {} reads ({}-byte direct I/O)",
+        "swap file              {} MiB written in {} writes, {} MiB read in {} reads ({}-byte direct I/O); \
+         {} MiB at most; cleaner: {} clusters, {} pages moved",
         mib(s.swap.bytes_written),
         s.swap.writes,
         mib(s.swap.bytes_read),
         s.swap.reads,
-        s.swap.alignment
+        s.swap.alignment,
+        mib(s.swap.file_bytes),
+        s.swap.cleaned,
+        s.swap.pages_moved
     );
     println!(
         "split (most)           {} uncompressed pages; {} MiB compression cache",

@@ -57,6 +57,8 @@ pub(crate) struct Pager {
     state: Vec<PageState>,
     resident: usize,
     actions: Vec<Action>,
+    /// Pages the swap file's cleaner moved, with their new slots.
+    moved: Vec<(u64, SwapSlot)>,
     page: AlignedBuf,
     payload: AlignedBuf,
     stats: RuntimeStats,
@@ -102,6 +104,7 @@ impl Pager {
             state: vec![PageState::Untouched; pages],
             resident: 0,
             actions: Vec::new(),
+            moved: Vec::new(),
             page: AlignedBuf::new(PAGE_SIZE),
             payload: AlignedBuf::new(PAGE_SIZE),
             stats,
@@ -307,10 +310,19 @@ impl Pager {
             (_, true) => &self.payload,
             (_, false) => &self.page,
         };
-        match self.swap.write(stored, bytes) {
+        match self.swap.write(page as u64, stored, bytes) {
             Ok(slot) => self.state[page] = PageState::Swapped(slot),
             Err(e) => fatal(e),
         }
+        let mut moved = std::mem::take(&mut self.moved);
+        if let Err(e) = self.swap.clean(&mut moved) {
+            fatal(e);
+        }
+        for (p, slot) in moved.drain(..) {
+            debug_assert!(matches!(self.state[p as usize], PageState::Swapped(_)));
+            self.state[p as usize] = PageState::Swapped(slot);
+        }
+        self.moved = moved;
     }
 
     fn act(&mut self, action: Action) {

@@ -98,3 +98,32 @@ fn many_threads_against_a_model() {
     eprintln!("{stats:?}");
     assert!(stats.faults_cache > 0 && stats.faults_disk > 0, "{stats:?}");
 }
+
+#[test]
+fn random_faults_make_the_swap_file_clean_itself_without_losing_a_page() {
+    // Pages leave and come back in random order, so clusters of the swap
+    // file empty only partly and the cleaner must move their live pages.
+    for (policy, share) in [("none", 1.0), ("fixed", 0.5)] {
+        let ram = 64 * 4096;
+        let mut region = Region::new(8 * ram as usize, config(ram, share, policy)).unwrap();
+        let pages = region.len() / 4096;
+        let mut model = vec![0u64; pages];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..40_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let p = (x >> 16) as usize % pages;
+            let words: &mut [u64] = bytemuck::cast_slice_mut(&mut region.as_mut_slice()[p * 4096..(p + 1) * 4096]);
+            assert_eq!(words[(p * 7) % 512], model[p], "{policy}: page {p} at step {step}");
+            if x & 1 == 0 {
+                model[p] = x;
+                for (i, w) in words.iter_mut().enumerate() {
+                    *w = if i == (p * 7) % 512 { x } else { word(p, i, step) };
+                }
+            }
+        }
+        let stats = region.finish().unwrap();
+        assert!(stats.swap.cleaned > 0 && stats.swap.pages_moved > 0, "{policy}: {:?}", stats.swap);
+    }
+}
