@@ -124,6 +124,10 @@ fn random_faults_make_the_swap_file_clean_itself_without_losing_a_page() {
             }
         }
         let stats = region.finish().unwrap();
-        assert!(stats.swap.cleaned > 0 && stats.swap.pages_moved > 0, "{policy}: {:?}", stats.swap);
+        assert!(
+            stats.swap.cleaned > 0 && stats.swap.pages_moved > 0,
+            "{policy}: {:?}",
+            stats.swap
+        );
     }
 }
