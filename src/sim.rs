@@ -308,7 +308,7 @@ fn against_best_fixed(rows: &[Saved]) {
     println!();
     println!("adaptive / best fixed share (fixed10..fixed50, and no compression), 5 ms: worst and mean over sizes");
     println!(
-        "{:<12} {:<6} | {:>8} {:>8} {:>3} | {:>8} {:>8} {:>3} | sizes over 1.10",
+        "{:<12} {:<7} | {:>8} {:>8} {:>3} | {:>8} {:>8} {:>3} | sizes over 1.10",
         "trace", "codec", "region", "mean", "n", "all", "mean", "n"
     );
     for (trace, codec) in keys {
@@ -356,7 +356,7 @@ fn against_best_fixed(rows: &[Saved]) {
             )
         };
         println!(
-            "{trace:<12} {codec:<6} | {} | {} | {over:?}",
+            "{trace:<12} {codec:<7} | {} | {} | {over:?}",
             worst_mean(&region),
             worst_mean(&all)
         );
@@ -397,11 +397,11 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
     );
     println!("and the change in time to completion (run + paging) against LRU's, % (negative: sooner)");
     println!(
-        "{:<12} {:<6} {:<9} {:>7} | {:>24} | {:>24} | {:>21}",
+        "{:<12} {:<7} {:<9} {:>7} | {:>24} | {:>24} | {:>21}",
         "", "", "", "", "interesting region", "every size LRU pages at", "completion, % change"
     );
     println!(
-        "{:<12} {:<6} {:<9} {:>7} | {:>7} {:>7} {:>7} {:>1} | {:>7} {:>7} {:>7} {:>1} | {:>6} {:>6} {:>7}",
+        "{:<12} {:<7} {:<9} {:>7} | {:>7} {:>7} {:>7} {:>1} | {:>7} {:>7} {:>7} {:>1} | {:>6} {:>6} {:>7}",
         "trace",
         "codec",
         "policy",
@@ -450,7 +450,7 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         let all_completion: Vec<f64> = of.iter().filter_map(completion).collect();
         let worst = all_completion.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         println!(
-            "{trace:<12} {codec:<6} {policy:<9} {:>7} | {} | {} | {:>6} {:>6} {:>7}",
+            "{trace:<12} {codec:<7} {policy:<9} {:>7} | {} | {} | {:>6} {:>6} {:>7}",
             disk as f64 / 1000.0,
             stats(&region),
             stats(&all),
