@@ -1,0 +1,200 @@
+//! `ccvm sim report`: what a sweep's rows say, per trace, codec, policy
+//! and disk cost, against LRU and against the best fixed share.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+#[derive(serde::Deserialize)]
+struct Saved {
+    trace: String,
+    policy: String,
+    codec: String,
+    disk_ms: f64,
+    #[serde(default = "one")]
+    cpu_factor: f64,
+    memory_pages: usize,
+    #[serde(default)]
+    run_s: f64,
+    interesting: bool,
+    paging_s: f64,
+    lru_paging_s: f64,
+    normalized: Option<f64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Prints, per trace and codec at 5 ms, the adaptive policy's paging time
+/// over the best fixed share's at each size (the target: within
+/// 10% everywhere in the interesting region).
+fn against_best_fixed(rows: &[Saved]) {
+    let mut keys: Vec<(String, String)> = rows
+        .iter()
+        .filter(|r| r.policy == "adaptive" && (r.disk_ms - 5.0).abs() < 1e-9)
+        .map(|r| (r.trace.clone(), r.codec.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    println!();
+    println!("adaptive / best fixed share (fixed10..fixed50, and no compression), 5 ms: worst and mean over sizes");
+    println!(
+        "{:<12} {:<7} | {:>8} {:>8} {:>3} | {:>8} {:>8} {:>3} | sizes over 1.10",
+        "trace", "codec", "region", "mean", "n", "all", "mean", "n"
+    );
+    for (trace, codec) in keys {
+        let at = |policy: &str, m: usize| {
+            rows.iter().find(|r| {
+                r.trace == trace
+                    && r.policy == policy
+                    && r.memory_pages == m
+                    && (r.disk_ms - 5.0).abs() < 1e-9
+                    && (r.codec == codec || policy == "lru")
+            })
+        };
+        let mut region = Vec::new();
+        let mut all = Vec::new();
+        let mut over = Vec::new();
+        for a in rows.iter().filter(|r| {
+            r.trace == trace && r.codec == codec && r.policy == "adaptive" && (r.disk_ms - 5.0).abs() < 1e-9
+        }) {
+            let m = a.memory_pages;
+            let best = ["lru", "fixed10", "fixed23", "fixed37", "fixed50"]
+                .iter()
+                .filter_map(|p| at(p, m).map(|r| r.paging_s))
+                .fold(f64::INFINITY, f64::min);
+            if !best.is_finite() || best <= 0.0 {
+                continue;
+            }
+            let ratio = a.paging_s / best;
+            all.push(ratio);
+            if a.interesting {
+                region.push(ratio);
+            }
+            if ratio > 1.10 {
+                over.push(m);
+            }
+        }
+        let worst_mean = |v: &[f64]| {
+            if v.is_empty() {
+                return "       -        -   0".to_string();
+            }
+            let worst = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            format!(
+                "{worst:>8.2} {:>8.2} {:>3}",
+                v.iter().sum::<f64>() / v.len() as f64,
+                v.len()
+            )
+        };
+        println!(
+            "{trace:<12} {codec:<7} | {} | {} | {over:?}",
+            worst_mean(&region),
+            worst_mean(&all)
+        );
+    }
+}
+
+/// Prints, per trace, codec, policy and disk cost, the mean and range of
+/// the paging-time reduction over the interesting region.
+pub fn report(dir: &Path) -> anyhow::Result<()> {
+    let path = dir.join("sweep.json");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {}; run `ccvm sim sweep ... --out {}` first",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let rows: Vec<Saved> = serde_json::from_str(&text).with_context(|| format!("{} is not a sweep", path.display()))?;
+    let mut keys: Vec<(String, String, String, u64)> = rows
+        .iter()
+        .filter(|r| r.policy != "lru")
+        .map(|r| {
+            (
+                r.trace.clone(),
+                r.codec.clone(),
+                r.policy.clone(),
+                (r.disk_ms * 1000.0) as u64,
+            )
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    if let Some(f) = rows.first().map(|r| r.cpu_factor).filter(|&f| f != 1.0) {
+        println!("simulated CPU {f} times slower than the measuring one (codec and program run times x {f})");
+    }
+    println!(
+        "paging-time reduction against LRU, % (paper 000 at 5 ms: 20-80% over the interesting region, about 40% on average)"
+    );
+    println!("and the change in time to completion (run + paging) against LRU's, % (negative: sooner)");
+    println!(
+        "{:<12} {:<7} {:<9} {:>7} | {:>24} | {:>24} | {:>21}",
+        "", "", "", "", "interesting region", "every size LRU pages at", "completion, % change"
+    );
+    println!(
+        "{:<12} {:<7} {:<9} {:>7} | {:>7} {:>7} {:>7} {:>1} | {:>7} {:>7} {:>7} {:>1} | {:>6} {:>6} {:>7}",
+        "trace",
+        "codec",
+        "policy",
+        "disk ms",
+        "mean",
+        "min",
+        "max",
+        "n",
+        "mean",
+        "min",
+        "max",
+        "n",
+        "region",
+        "all",
+        "worst"
+    );
+    let stats = |v: &[f64]| {
+        if v.is_empty() {
+            return "      -       -       - 0".to_string();
+        }
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let min = v.iter().cloned().fold(f64::INFINITY, f64::min);
+        let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        format!("{mean:>7.1} {min:>7.1} {max:>7.1} {}", v.len())
+    };
+    for (trace, codec, policy, disk) in keys {
+        let of: Vec<&Saved> = rows
+            .iter()
+            .filter(|r| {
+                r.trace == trace && r.codec == codec && r.policy == policy && (r.disk_ms * 1000.0) as u64 == disk
+            })
+            .collect();
+        let reduction = |r: &&Saved| r.normalized.map(|n| (1.0 - n) * 100.0);
+        let region: Vec<f64> = of.iter().filter(|r| r.interesting).filter_map(reduction).collect();
+        let all: Vec<f64> = of.iter().filter_map(reduction).collect();
+        // End to end, so sizes where LRU barely pages do not dominate.
+        let completion =
+            |r: &&Saved| (r.run_s > 0.0).then(|| ((r.run_s + r.paging_s) / (r.run_s + r.lru_paging_s) - 1.0) * 100.0);
+        let mean = |v: Vec<f64>| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.1}", v.iter().sum::<f64>() / v.len() as f64)
+            }
+        };
+        let all_completion: Vec<f64> = of.iter().filter_map(completion).collect();
+        let worst = all_completion.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "{trace:<12} {codec:<7} {policy:<9} {:>7} | {} | {} | {:>6} {:>6} {:>7}",
+            disk as f64 / 1000.0,
+            stats(&region),
+            stats(&all),
+            mean(of.iter().filter(|r| r.interesting).filter_map(completion).collect()),
+            mean(all_completion),
+            if worst.is_finite() {
+                format!("{worst:+.1}")
+            } else {
+                "-".into()
+            }
+        );
+    }
+    against_best_fixed(&rows);
+    Ok(())
+}
