@@ -100,6 +100,9 @@ struct SweepArgs {
     /// Memory sizes per trace, log-spaced (plus the interesting region's ends).
     #[arg(long, default_value_t = 16)]
     sizes: usize,
+    /// Simulate exactly these memory sizes, in pages (e.g. 128,256,400), instead of log-spaced ones.
+    #[arg(long, value_delimiter = ',')]
+    pages: Vec<usize>,
     /// Timed runs per page image (the median is kept).
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -304,6 +307,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 codecs: a.codecs,
                 policies: a.policies,
                 sizes: a.sizes,
+                pages: a.pages,
                 runs: a.runs,
                 cpu_factor: a.cpu_factor,
                 write_ms: a.write_ms,

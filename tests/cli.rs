@@ -292,6 +292,29 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     *args.last_mut().unwrap() = "0";
     fails_with_one_line(&ccvm(&args), &["--cpu-factor must be a positive number"]);
     *args.last_mut().unwrap() = "1";
+    // Exact sizes instead of log-spaced ones.
+    let exact = dir.join("exact");
+    let mut exact_args = vec![
+        "sim",
+        "sweep",
+        trace.to_str().unwrap(),
+        "--out",
+        exact.to_str().unwrap(),
+    ];
+    exact_args.extend([
+        "--runs", "1", "--policy", "adaptive", "--codec", "wkdm", "--pages", "40,100",
+    ]);
+    let out = ccvm(&exact_args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut sizes: Vec<String> = std::fs::read_to_string(exact.join("sweep.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(5).unwrap().to_string())
+        .collect();
+    sizes.sort();
+    sizes.dedup();
+    assert_eq!(sizes, ["100", "40"]);
     args.extend(["--disk-ms", "0.625,-1"]);
     fails_with_one_line(&ccvm(&args), &["--disk-ms takes positive numbers", "-1"]);
 

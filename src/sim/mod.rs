@@ -30,6 +30,8 @@ pub struct SweepOptions {
     pub policies: Vec<String>,
     /// Memory sizes per trace.
     pub sizes: usize,
+    /// Exact memory sizes, pages, instead of log-spaced ones.
+    pub pages: Vec<usize>,
     /// Timed runs per image.
     pub runs: usize,
     /// How many times slower the simulated CPU is than this one: multiplies
@@ -94,12 +96,26 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         let region = sweep::interesting_region(&lru, 5e6, run);
         let footprint = lru.len() - 1;
         let window = trace.header.window_pages as usize;
-        let mut sizes = sweep::log_sizes(window.max(8), footprint, opts.sizes);
-        for &disk_ms in &disk_costs {
-            if let Some((lo, hi)) = sweep::interesting_region(&lru, disk_ms * 1e6, run) {
-                sizes.extend([lo, hi, (lo + hi) / 2]);
+        let mut sizes = if opts.pages.is_empty() {
+            let mut sizes = sweep::log_sizes(window.max(8), footprint, opts.sizes);
+            for &disk_ms in &disk_costs {
+                if let Some((lo, hi)) = sweep::interesting_region(&lru, disk_ms * 1e6, run) {
+                    sizes.extend([lo, hi, (lo + hi) / 2]);
+                }
             }
-        }
+            sizes
+        } else {
+            let (ok, out): (Vec<usize>, Vec<usize>) =
+                opts.pages.iter().partition(|&&m| m >= window.max(1) && m <= footprint);
+            if !out.is_empty() {
+                eprintln!(
+                    "{}: skipping sizes {out:?}: the trace covers {}..={footprint} pages (its window to its footprint)",
+                    path.display(),
+                    window.max(1)
+                );
+            }
+            ok
+        };
         sizes.retain(|&m| m >= window && m <= footprint);
         sizes.sort_unstable();
         sizes.dedup();
