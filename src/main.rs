@@ -75,7 +75,7 @@ struct BenchStoreArgs {
 #[derive(Subcommand)]
 enum SimCommand {
     /// Simulates traces over memory sizes, policies, codecs and disk costs; writes CSV and JSON.
-    Sweep(SweepArgs),
+    Sweep(Box<SweepArgs>),
     /// Summarizes a sweep: paging-time reduction over each trace's interesting region.
     Report {
         /// The sweep's output folder.
