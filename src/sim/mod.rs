@@ -139,11 +139,17 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         }
         for codec in opts.codecs.iter().filter(|_| !plain) {
             eprintln!(
-                "{}: measuring {codec} on {} page images (cached)",
+                "{}: {codec} costs of {} page images (timed once, then kept in {})",
                 path.display(),
-                trace.image_count
+                trace.image_count,
+                cache.display()
             );
-            costs.push(CodecCosts::cached(path, codec, opts.runs, &cache)?);
+            let bar = ProgressBar::new(trace.image_count as u64).with_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} images timed, {eta} left").expect("template"),
+            );
+            let measured = CodecCosts::cached_with_progress(path, codec, opts.runs, &cache, &mut || bar.inc(1));
+            bar.finish_and_clear();
+            costs.push(measured?);
         }
         // Traces are named by file stem, or whole file name when two stems clash.
         let stem = |p: &Path| {

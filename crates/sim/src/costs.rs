@@ -43,6 +43,21 @@ impl CodecCosts {
     ///
     /// An unknown codec, a damaged trace, or a round trip that fails.
     pub fn measure(path: &Path, codec: &str, runs: usize) -> Result<CodecCosts, SimError> {
+        Self::measure_with_progress(path, codec, runs, &mut || {})
+    }
+
+    /// As [`CodecCosts::measure`], calling `on_image` after each image (for
+    /// a progress bar: a long trace takes minutes).
+    ///
+    /// # Errors
+    ///
+    /// As [`CodecCosts::measure`].
+    pub fn measure_with_progress(
+        path: &Path,
+        codec: &str,
+        runs: usize,
+        on_image: &mut dyn FnMut(),
+    ) -> Result<CodecCosts, SimError> {
         let mut c = ccvm_codec::by_name(codec).map_err(SimError::Config)?;
         let mut r = TraceReader::open(path)?;
         let mut costs = CodecCosts {
@@ -87,6 +102,7 @@ impl CodecCosts {
             costs.size.push(size as u32);
             costs.compress_ns.push(ct[runs / 2]);
             costs.decompress_ns.push(dt[runs / 2]);
+            on_image();
         }
         Ok(costs)
     }
@@ -115,6 +131,22 @@ impl CodecCosts {
     ///
     /// As [`CodecCosts::measure`], or an I/O error on the cache.
     pub fn cached(path: &Path, codec: &str, runs: usize, cache_dir: &Path) -> Result<CodecCosts, SimError> {
+        Self::cached_with_progress(path, codec, runs, cache_dir, &mut || {})
+    }
+
+    /// As [`CodecCosts::cached`], calling `on_image` after each image it
+    /// measures (never when the cache answers).
+    ///
+    /// # Errors
+    ///
+    /// As [`CodecCosts::cached`].
+    pub fn cached_with_progress(
+        path: &Path,
+        codec: &str,
+        runs: usize,
+        cache_dir: &Path,
+        on_image: &mut dyn FnMut(),
+    ) -> Result<CodecCosts, SimError> {
         let io = |e: std::io::Error| SimError::Config(format!("cost cache in {}: {e}", cache_dir.display()));
         let (len, mtime) = trace_id(path).map_err(io)?;
         let stem = path
@@ -126,7 +158,7 @@ impl CodecCosts {
                 return Ok(c);
             }
         }
-        let costs = Self::measure(path, codec, runs)?;
+        let costs = Self::measure_with_progress(path, codec, runs, on_image)?;
         std::fs::create_dir_all(cache_dir).map_err(io)?;
         std::fs::write(&file, costs.encode(len, mtime)).map_err(io)?;
         Ok(costs)

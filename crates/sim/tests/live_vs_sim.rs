@@ -47,7 +47,10 @@ fn live_and_simulated_fault_counts_agree() {
         let live = region.finish().unwrap();
 
         let trace = Trace::load(&path).unwrap();
-        let codec = CodecCosts::measure(&path, "wkdm", 1).unwrap();
+        let mut timed = 0u32;
+        let codec = CodecCosts::measure_with_progress(&path, "wkdm", 1, &mut || timed += 1).unwrap();
+        assert_eq!(timed, trace.image_count, "one progress step per image");
+        assert_eq!(codec.size.len(), trace.image_count as usize);
         let params = Params {
             uncompressed_share: 0.5,
             costs,
