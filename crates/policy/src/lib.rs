@@ -26,7 +26,7 @@ mod pool;
 mod queue;
 mod recency;
 
-pub use adaptive::{Adaptive, Costs, TARGETS};
+pub use adaptive::{Adaptive, Costs, FINE_TARGETS, TARGETS};
 pub use fixed::FixedSplit;
 pub use pool::Pool;
 
@@ -128,6 +128,7 @@ pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Pol
         "fixed" => Ok(Box::new(FixedSplit::new(budget, params.uncompressed_share))),
         "none" => Ok(Box::new(FixedSplit::new(budget, 1.0))),
         "adaptive" => Ok(Box::new(Adaptive::new(budget, params.costs))),
+        "adaptive-fine" => Ok(Box::new(Adaptive::with_targets(budget, params.costs, &FINE_TARGETS))),
         "zswap" => Ok(Box::new(Pool::zswap(budget, 20))),
         "douglis" => Ok(Box::new(Pool::douglis(budget, 2.0))),
         _ if fixed_percent(name).is_some() => {
@@ -152,8 +153,9 @@ pub fn is_known(name: &str) -> bool {
 /// Names [`by_name`] accepts, besides `fixedN` (N% compressed).
 /// `none` keeps no compression cache: every page evicted goes to disk
 /// uncompressed (the baseline).
-/// `adaptive` is paper 000 §3's cost/benefit sizing; `zswap` compresses
+/// `adaptive` is paper 000 §3's cost/benefit sizing over the paper's
+/// targets, `adaptive-fine` the same with 3% and 6% added; `zswap` compresses
 /// every evicted page into a pool capped at 20% of memory (zswap's default
 /// `max_pool_percent`); `douglis` lets the caches compete by recency with a
 /// bias of 2.
-pub const NAMES: &[&str] = &["fixed", "none", "adaptive", "zswap", "douglis"];
+pub const NAMES: &[&str] = &["fixed", "none", "adaptive", "adaptive-fine", "zswap", "douglis"];

@@ -31,6 +31,7 @@ fn sequential_passes_over_four_times_the_budget() {
         ("none", 1.0),
         ("fixed", 0.1),
         ("adaptive", 0.5),
+        ("adaptive-fine", 0.5),
         ("zswap", 0.5),
         ("douglis", 0.5),
     ] {
