@@ -55,7 +55,7 @@ fn replay(c: &mut Criterion) {
     group.bench_function("lru_stack_pass", |b| {
         b.iter(|| lru_faults(&trace.refs, PAGES as usize, PAGES as usize + 1))
     });
-    for name in ["none", "fixed", "adaptive", "zswap", "douglis"] {
+    for name in ["none", "fixed", "adaptive", "adaptive-fine", "zswap", "douglis"] {
         group.bench_function(BenchmarkId::new("simulate", name), |b| {
             b.iter(|| {
                 let budget = Budget {
