@@ -92,7 +92,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
             bail!("{}: the trace has no references", path.display());
         }
         let lru = sweep::lru_disk_faults(&trace);
-        let run = trace.footer.run_time_ns as f64 * opts.cpu_factor;
+        let run = run_time_ns(&trace, opts);
         let region = sweep::interesting_region(&lru, 5e6, run);
         let footprint = lru.len() - 1;
         let window = trace.header.window_pages as usize;
@@ -191,7 +191,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
                             trace,
                             costs: c,
                             lru,
-                            run_time_ns: trace.footer.run_time_ns as f64 * opts.cpu_factor,
+                            run_time_ns: run_time_ns(trace, opts),
                             policy: policy.clone(),
                             pages,
                             disk_ms,
@@ -232,7 +232,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
     // LRU rows from the stack pass, for the figures and the CSV.
     for (name, trace, lru, region, sizes, _) in &loaded {
         for &disk_ms in &disk_costs {
-            let run = trace.footer.run_time_ns as f64 * opts.cpu_factor;
+            let run = run_time_ns(trace, opts);
             let lru_region = sweep::interesting_region(lru, disk_ms * 1e6, run);
             for &pages in sizes {
                 let s = sweep::lru_paging_ns(lru, pages, disk_ms * 1e6, opts.write_ms * 1e6) / 1e9;
@@ -268,6 +268,11 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
         opts.out.join("sweep.{csv,json}").display()
     );
     Ok(())
+}
+
+/// The traced program's run time on the simulated CPU, ns.
+fn run_time_ns(trace: &Trace, opts: &SweepOptions) -> f64 {
+    trace.footer.run_time_ns as f64 * opts.cpu_factor
 }
 
 fn write_rows(out: &Path, rows: &[SweepRow]) -> anyhow::Result<()> {

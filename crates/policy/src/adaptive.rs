@@ -254,21 +254,7 @@ impl Policy for Adaptive {
         while self.over_ram() && self.levels.spill_oldest(actions) {}
     }
 
-    fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
-        self.levels.spill_oldest(actions)
-    }
-
-    fn swapped_instead(&mut self, page: u64) {
-        self.levels.on_disk(page);
-    }
-
-    fn occupancy(&self) -> (usize, usize, usize) {
-        self.levels.occupancy()
-    }
-
-    fn compressed_bytes(&self) -> u64 {
-        self.levels.compressed_bytes()
-    }
+    crate::levels::delegate_to_levels!();
 
     fn cache_limit(&self) -> u64 {
         self.ram - self.regions(self.targets.len() - 1).0 as u64 * self.page_size

@@ -78,6 +78,30 @@ impl Levels {
     }
 }
 
+/// The [`Policy`](crate::Policy) methods every policy answers from its
+/// `levels` field alone: spilling on demand, pages swapped without the
+/// cache, occupancy and the cache's bytes.
+macro_rules! delegate_to_levels {
+    () => {
+        fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
+            self.levels.spill_oldest(actions)
+        }
+
+        fn swapped_instead(&mut self, page: u64) {
+            self.levels.on_disk(page);
+        }
+
+        fn occupancy(&self) -> (usize, usize, usize) {
+            self.levels.occupancy()
+        }
+
+        fn compressed_bytes(&self) -> u64 {
+            self.levels.compressed_bytes()
+        }
+    };
+}
+pub(crate) use delegate_to_levels;
+
 /// Drives a policy as a mechanism would, for the policies' unit tests.
 #[cfg(test)]
 pub(crate) mod testing {

@@ -346,11 +346,10 @@ impl SwapFile {
     /// it, frees the slot, and returns how it is kept: for
     /// [`Stored::Compressed`]`(n)` the payload is `out[..n]`.
     pub fn read(&mut self, page: u64, slot: SwapSlot, out: &mut [u8]) -> Result<Stored, SwapError> {
-        let payload = match slot.stored {
-            Stored::Same(_) => return Ok(slot.stored),
-            Stored::Compressed(n) => n,
-            Stored::Raw => out.len(),
-        };
+        if let Stored::Same(_) = slot.stored {
+            return Ok(slot.stored);
+        }
+        let payload = slot.payload_len();
         let started = Instant::now();
         let at = slot.cluster as u64 * CLUSTER as u64 + slot.offset as u64;
         let from_disk = slot.cluster != self.current;
