@@ -170,6 +170,14 @@ struct RunArgs {
     /// Added to each swap-file read, to emulate a slower disk, e.g. 5ms.
     #[arg(long, value_parser = live::parse_duration)]
     disk_latency: Option<std::time::Duration>,
+    /// How faults are served: signal (in the faulting thread, fast) or thread (a handler thread; system calls
+    /// into paged memory work).
+    #[arg(long, default_value = "signal", value_parser = ccvm_runtime::FaultMode::by_name)]
+    fault_mode: ccvm_runtime::FaultMode,
+    /// Evict by write-protect, copy and MADV_DONTNEED, and map by UFFDIO_COPY, instead of moving page frames
+    /// with UFFDIO_MOVE (for comparison; the default moves frames where the kernel can).
+    #[arg(long)]
+    no_move_frames: bool,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -271,6 +279,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     trace: None,
                     disk_cost: args.disk_cost,
                     cache_cost: args.cache_cost,
+                    fault_mode: args.fault_mode,
+                    move_frames: !args.no_move_frames,
                 },
             };
             let report = live::run_one("run", &opts)?;

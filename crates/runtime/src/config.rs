@@ -3,6 +3,42 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How a region's faults reach the pager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultMode {
+    /// The faulting thread serves its own fault from a SIGBUS handler
+    /// (`UFFD_FEATURE_SIGBUS`): no sleep, no wake-up, no second CPU, so a
+    /// cache fault costs the codec and a few microseconds. A system call
+    /// that reads or writes a page of the region that is not resident
+    /// fails with `EFAULT` instead (the kernel raises no signal for its own
+    /// accesses): touch such buffers first with
+    /// [`Region::prefault`](crate::Region::prefault).
+    #[default]
+    Signal,
+    /// A handler thread reads fault events and wakes the faulting thread
+    /// (the classic userfaultfd design): slower, but system calls into the
+    /// region work as on plain memory.
+    Thread,
+}
+
+impl FaultMode {
+    /// Names as the command line takes them.
+    pub const NAMES: [&'static str; 2] = ["signal", "thread"];
+
+    /// The mode called `name` (`signal` or `thread`).
+    ///
+    /// # Errors
+    ///
+    /// A one-line message naming the modes, for any other name.
+    pub fn by_name(name: &str) -> Result<FaultMode, String> {
+        match name {
+            "signal" => Ok(FaultMode::Signal),
+            "thread" => Ok(FaultMode::Thread),
+            _ => Err(format!("unknown fault mode '{name}'; use signal or thread")),
+        }
+    }
+}
+
 /// Settings of a managed region.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -24,6 +60,12 @@ pub struct RuntimeConfig {
     pub disk_cost: Duration,
     /// What it takes a compression-cache fault to cost, all in.
     pub cache_cost: Duration,
+    /// How faults are served.
+    pub fault_mode: FaultMode,
+    /// Recycle page frames with `UFFDIO_MOVE` where the kernel has it
+    /// (Linux 6.8); `false` evicts by write-protect, copy and
+    /// `MADV_DONTNEED`, and maps with `UFFDIO_COPY`.
+    pub move_frames: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -40,6 +82,8 @@ impl Default for RuntimeConfig {
             // per disk fault and 25 µs per cache fault, end to end.
             disk_cost: Duration::from_micros(100),
             cache_cost: Duration::from_micros(25),
+            fault_mode: FaultMode::default(),
+            move_frames: true,
         }
     }
 }

@@ -34,13 +34,15 @@
 mod aligned;
 mod config;
 pub mod ffi;
+mod frames;
 mod pager;
 mod region;
+mod signal;
 mod stats;
 mod swap;
 mod uffd;
 
-pub use config::{RuntimeConfig, RuntimeError, TraceConfig};
+pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};
 pub use pager::FATAL_EXIT;
 pub use region::Region;
 pub use stats::{Latency, RuntimeStats};

@@ -1,27 +1,29 @@
-//! The fault handler: one thread per region that serves every fault and
-//! carries out the policy's evictions.
+//! The fault handler: serves every fault of a region and carries out the
+//! policy's evictions, on the faulting thread itself (SIGBUS mode, the
+//! default; see the `signal` module) or on a handler thread (event mode).
 //!
 //! # Choices
 //!
-//! * One handler thread serves faults one at a time. Two threads faulting
-//!   on one page queue two events; the first is served, the copy wakes
-//!   both, and the second finds the page mapped and only wakes.
+//! * One pager per region, behind a mutex: faults are served one at a
+//!   time. Two threads faulting on one page both come here; the first maps
+//!   it, the second finds it resident and returns (in event mode it only
+//!   wakes).
 //! * Evicting a page write-protects it (userfaultfd WP), copies it, then
-//!   drops it (`MADV_DONTNEED`). A thread writing to it meanwhile blocks on
-//!   the write-protect fault; its event is read after the eviction is done,
-//!   and waking it makes it fault again on the now-missing page, which is
-//!   served from the cache. So a write is never lost between the copy and
-//!   the drop, and readers never block.
-//! * Evictions run after the faulting thread has been woken, so its fault
-//!   service time does not include them.
+//!   drops it (`MADV_DONTNEED`), all under the pager lock. A thread writing
+//!   to it meanwhile takes a write-protect fault and waits for the lock;
+//!   by then the page is missing and is served from the cache. So a write
+//!   is never lost between the copy and the drop, and readers never block.
+//! * Evictions run after the page is mapped, so fault service time leaves
+//!   them out. In event mode the faulting thread runs meanwhile; in SIGBUS
+//!   mode it does them itself before retrying its access.
 //! * A failure the program cannot be told of (a swap I/O error, a page
 //!   that fails its checksum or does not decode) stops the process with a
-//!   one-line message and exit status 3: the faulting thread is blocked in
-//!   the kernel and no data can be given to it that is not the page's.
+//!   one-line message and exit status 3: no data can be given to the
+//!   faulting thread that is not the page's.
 
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ccvm_codec::{Codec, PAGE_SIZE};
 use ccvm_policy::{Action, Level, Policy};
@@ -29,9 +31,19 @@ use ccvm_store::{Store, StoreError, Stored, ENTRY_BYTES};
 use ccvm_trace::TraceWriter;
 
 use crate::aligned::AlignedBuf;
+use crate::frames::Frames;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
 use crate::uffd::{Fault, Uffd};
+
+/// Where a page's bytes are while it is rebuilt or evicted.
+#[derive(Clone, Copy)]
+enum Target {
+    /// The pager's own buffer (`Pager::page`).
+    Buffer,
+    /// A staging frame (see the `frames` module).
+    Frame(u32),
+}
 
 /// Exit status when paging cannot go on safely.
 pub const FATAL_EXIT: i32 = 3;
@@ -53,7 +65,7 @@ pub(crate) struct Pager {
     pub swap: SwapFile,
     pub policy: Box<dyn Policy>,
     pub trace: Option<TraceWriter>,
-    pub shared: Arc<Mutex<RuntimeStats>>,
+    snapshot: RuntimeStats,
     state: Vec<PageState>,
     resident: usize,
     actions: Vec<Action>,
@@ -61,15 +73,19 @@ pub(crate) struct Pager {
     moved: Vec<(u64, SwapSlot)>,
     page: AlignedBuf,
     payload: AlignedBuf,
+    /// Staging frames for `UFFDIO_MOVE`, when the kernel has it.
+    frames: Option<Frames>,
     stats: RuntimeStats,
     timers: Timers,
-    published: Instant,
 }
 
-/// Stops the process: see the module docs.
+/// Stops the process: see the module docs. `_exit`, not `exit`: this may
+/// run in a signal handler, where atexit handlers and stdio locks are not
+/// safe to enter.
 fn fatal(what: impl std::fmt::Display) -> ! {
     eprintln!("ccvm: {what}; stopping");
-    std::process::exit(FATAL_EXIT);
+    // SAFETY: _exit ends the process at once; nothing runs after it.
+    unsafe { libc::_exit(FATAL_EXIT) }
 }
 
 impl Pager {
@@ -84,14 +100,15 @@ impl Pager {
         swap: SwapFile,
         policy: Box<dyn Policy>,
         trace: Option<TraceWriter>,
-        shared: Arc<Mutex<RuntimeStats>>,
+        move_frames: bool,
     ) -> Pager {
         let stats = RuntimeStats {
             uncompressed_pages: policy.uncompressed_limit(),
             cache_budget: policy.cache_limit(),
             ..RuntimeStats::default()
         };
-        Pager {
+        let frames = if move_frames { Frames::new(&uffd) } else { None };
+        let mut pager = Pager {
             uffd,
             base,
             ram_bytes,
@@ -100,77 +117,61 @@ impl Pager {
             swap,
             policy,
             trace,
-            shared,
+            snapshot: RuntimeStats::default(),
             state: vec![PageState::Untouched; pages],
             resident: 0,
             actions: Vec::new(),
             moved: Vec::new(),
             page: AlignedBuf::new(PAGE_SIZE),
             payload: AlignedBuf::new(PAGE_SIZE),
+            frames: None,
             stats,
             timers: Timers::new(),
-            published: Instant::now(),
-        }
+        };
+        pager.frames = frames;
+        pager
     }
 
     fn addr(&self, page: usize) -> usize {
         self.base + page * PAGE_SIZE
     }
 
-    /// Serves faults until `stop` becomes readable; returns the trace
-    /// writer, if any, for the caller to finish.
-    pub fn run(mut self, stop: RawFd) -> (RuntimeStats, Option<TraceWriter>) {
-        let uffd_fd = self.uffd.raw();
+    /// Serves every pending fault event (event mode).
+    fn drain_events(&mut self) {
         loop {
-            let mut fds = [
-                libc::pollfd {
-                    fd: uffd_fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: stop,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: fds is a valid array of two pollfd.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                fatal(format!("poll on userfaultfd: {e}"));
-            }
-            loop {
-                match self.uffd.read_fault() {
-                    Ok(Some(fault)) => self.handle(fault),
-                    Ok(None) => break,
-                    Err(e) => fatal(format!("reading userfaultfd events: {e}")),
-                }
-            }
-            if self.published.elapsed() > Duration::from_millis(20) {
-                self.publish();
-            }
-            if fds[1].revents & libc::POLLIN != 0 {
-                break;
+            match self.uffd.read_fault() {
+                Ok(Some(fault)) => self.handle(fault),
+                Ok(None) => break,
+                Err(e) => fatal(format!("reading userfaultfd events: {e}")),
             }
         }
+    }
+
+    /// Serves a fault raised as SIGBUS in the faulting thread.
+    pub fn handle_in_thread(&mut self, fault: Fault) {
+        self.handle(fault);
+    }
+
+    /// The counters as of now.
+    pub fn stats(&mut self) -> RuntimeStats {
         self.publish();
-        let stats = self.shared.lock().expect("stats").clone();
-        (stats, self.trace.take())
+        self.snapshot.clone()
+    }
+
+    /// Ends paging: the final counters and the trace writer, if any, for
+    /// the caller to finish.
+    pub fn finish(&mut self) -> (RuntimeStats, Option<TraceWriter>) {
+        (self.stats(), self.trace.take())
     }
 
     fn publish(&mut self) {
-        self.published = Instant::now();
         let mut s = self.stats.clone();
         s.swap = self.swap.stats;
         s.store = self.store.stats();
         s.latency_cache = Timers::summary(&self.timers.cache);
         s.latency_disk = Timers::summary(&self.timers.disk);
         s.latency_zero = Timers::summary(&self.timers.zero);
-        *self.shared.lock().expect("stats") = s;
+        self.snapshot = s;
     }
 
     fn handle(&mut self, fault: Fault) {
@@ -192,14 +193,44 @@ impl Pager {
         }
     }
 
-    fn map_page(&self, page: usize) {
-        // SAFETY: the source is our own 4096-byte buffer; the destination
-        // is a page of the registered region that is not mapped.
-        let r = unsafe { self.uffd.copy(self.page.as_ptr(), self.addr(page), PAGE_SIZE) };
+    /// A buffer to rebuild a page in before it is mapped: a staging frame
+    /// when one is free (mapped by moving it), else `self.page`.
+    fn target(&mut self) -> Target {
+        match self.frames.as_mut().and_then(Frames::take_full) {
+            Some(slot) => Target::Frame(slot),
+            None => Target::Buffer,
+        }
+    }
+
+    /// The 4096 bytes of `target`, to write the page into.
+    fn target_bytes(&mut self, target: Target) -> &mut [u8] {
+        match target {
+            Target::Buffer => &mut self.page,
+            Target::Frame(slot) => {
+                let addr = self.frames.as_ref().expect("a frame target has frames").addr(slot);
+                // SAFETY: a full staging slot: a mapped page of ours that
+                // nothing else refers to.
+                unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, PAGE_SIZE) }
+            }
+        }
+    }
+
+    /// Maps the page rebuilt in `target` at `page`.
+    fn map_page(&mut self, page: usize, target: Target) {
+        let dst = self.addr(page);
+        let r = match target {
+            // SAFETY: the source is our own 4096-byte buffer; the
+            // destination is a page of the registered region.
+            Target::Buffer => unsafe { self.uffd.copy(self.page.as_ptr(), dst, PAGE_SIZE) },
+            Target::Frame(slot) => {
+                let frames = self.frames.as_mut().expect("a frame target has frames");
+                frames.map(&self.uffd, slot, dst)
+            }
+        };
         match r {
             Ok(()) => {}
             Err(nix::errno::Errno::EEXIST) => self.wake(page),
-            Err(e) => fatal(format!("userfaultfd copy: {e}")),
+            Err(e) => fatal(format!("mapping page {page}: {e}")),
         }
     }
 
@@ -221,11 +252,16 @@ impl Pager {
                 Level::New
             }
             PageState::Compressed => {
-                if let Err(e) = self.store.get(page as u64, &mut self.page) {
+                let target = self.target();
+                let out = self.target_bytes(target);
+                // SAFETY: `out` is our buffer or staging frame, not part of
+                // the store; detach it from `self` to lend the store.
+                let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
+                if let Err(e) = self.store.get(page as u64, out) {
                     fatal(e);
                 }
                 self.store.remove(page as u64);
-                self.map_page(page);
+                self.map_page(page, target);
                 self.stats.faults_cache += 1;
                 self.stats.pages_decompressed += 1;
                 Level::Compressed
@@ -235,8 +271,9 @@ impl Pager {
                     Ok(s) => s,
                     Err(e) => fatal(e),
                 };
-                self.decode(page, stored);
-                self.map_page(page);
+                let target = self.target();
+                self.decode(page, stored, target);
+                self.map_page(page, target);
                 self.stats.faults_disk += 1;
                 Level::Disk
             }
@@ -260,16 +297,18 @@ impl Pager {
         self.keep_within_ram();
     }
 
-    /// Rebuilds a page read from disk into `self.page`.
-    fn decode(&mut self, page: usize, stored: Stored) {
+    /// Rebuilds a page read from disk (in `self.payload`) into `target`.
+    fn decode(&mut self, page: usize, stored: Stored, target: Target) {
+        let out = self.target_bytes(target);
+        // SAFETY: as in `serve`: our buffer or frame, apart from the payload.
+        let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
         match stored {
-            Stored::Same(v) => self
-                .page
+            Stored::Same(v) => out
                 .chunks_exact_mut(8)
                 .for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
-            Stored::Raw => self.page.copy_from_slice(&self.payload),
+            Stored::Raw => out.copy_from_slice(&self.payload),
             Stored::Compressed(n) => {
-                if let Err(e) = self.codec.decompress(&self.payload[..n], &mut self.page) {
+                if let Err(e) = self.codec.decompress(&self.payload[..n], out) {
                     fatal(format!("page {page} read from the swap file does not decode: {e}"));
                 }
                 self.stats.pages_decompressed += 1;
@@ -287,9 +326,18 @@ impl Pager {
         self.actions.clear();
     }
 
-    /// Copies a resident page out and unmaps it (see the module docs).
-    fn evict(&mut self, page: usize) {
+    /// Takes a resident page out of the region: moved into a staging
+    /// frame, or, where the kernel cannot move it, copied out under write
+    /// protection and dropped (see the module docs). Returns where its
+    /// bytes now are.
+    fn evict(&mut self, page: usize) -> Target {
         let addr = self.addr(page);
+        self.resident -= 1;
+        if let Some(frames) = &mut self.frames {
+            if let Ok(slot) = frames.evict(&self.uffd, addr) {
+                return Target::Frame(slot);
+            }
+        }
         if let Err(e) = self.uffd.write_protect(addr, PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
         }
@@ -300,15 +348,24 @@ impl Pager {
         if unsafe { libc::madvise(addr as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
             fatal(format!("madvise: {}", std::io::Error::last_os_error()));
         }
-        self.resident -= 1;
+        Target::Buffer
     }
 
-    fn write_swap(&mut self, page: usize, stored: Stored, from_payload: bool) {
-        let bytes: &[u8] = match (stored, from_payload) {
-            (Stored::Same(_), _) => &[],
-            (Stored::Compressed(n), true) => &self.payload[..n],
-            (_, true) => &self.payload,
-            (_, false) => &self.page,
+    /// The bytes of an evicted page, detached from `self` so that the
+    /// store and swap file can be lent them. Valid until the next fault
+    /// or eviction reuses the buffer or frame.
+    fn evicted<'a>(&mut self, target: Target) -> &'a [u8] {
+        let bytes = self.target_bytes(target);
+        // SAFETY: our buffer or a full staging frame, which nothing
+        // writes while the eviction that filled it is carried out.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr(), PAGE_SIZE) }
+    }
+
+    fn write_swap(&mut self, page: usize, stored: Stored, bytes: &[u8]) {
+        let bytes = match stored {
+            Stored::Same(_) => &[],
+            Stored::Compressed(n) => &bytes[..n],
+            Stored::Raw => bytes,
         };
         match self.swap.write(page as u64, stored, bytes) {
             Ok(slot) => self.state[page] = PageState::Swapped(slot),
@@ -329,18 +386,20 @@ impl Pager {
         match action {
             Action::Compress(p) => {
                 let page = p as usize;
-                self.evict(page);
+                let target = self.evict(page);
+                let bytes = self.evicted(target);
                 if let Some(t) = &mut self.trace {
-                    if let Err(e) = t.image(p, &self.page) {
+                    if let Err(e) = t.image(p, bytes) {
                         fatal(format!("writing the trace: {e}"));
                     }
                 }
-                self.compress(page);
+                self.compress(page, bytes);
             }
             Action::SwapOut(p) => {
                 let page = p as usize;
-                self.evict(page);
-                self.write_swap(page, Stored::Raw, false);
+                let target = self.evict(page);
+                let bytes = self.evicted(target);
+                self.write_swap(page, Stored::Raw, bytes);
                 self.stats.pages_swapped_raw += 1;
             }
             Action::Spill(p) => {
@@ -349,17 +408,20 @@ impl Pager {
                     Ok(s) => s,
                     Err(e) => fatal(format!("compression cache lost page {page}: {e}")),
                 };
-                self.write_swap(page, stored, true);
+                // SAFETY: the payload buffer is not written until the next
+                // spill or disk read, after this write.
+                let payload = unsafe { std::slice::from_raw_parts(self.payload.as_ptr(), PAGE_SIZE) };
+                self.write_swap(page, stored, payload);
                 self.stats.pages_spilled += 1;
             }
         }
     }
 
-    /// Puts the evicted page (in `self.page`) into the cache, spilling to
-    /// make room as the policy chooses, or to disk raw if it cannot fit.
-    fn compress(&mut self, page: usize) {
+    /// Puts the evicted page's `bytes` into the cache, spilling to make
+    /// room as the policy chooses, or to disk raw if it cannot fit.
+    fn compress(&mut self, page: usize, bytes: &[u8]) {
         loop {
-            match self.store.put(page as u64, &self.page) {
+            match self.store.put(page as u64, bytes) {
                 Ok(len) => {
                     self.state[page] = PageState::Compressed;
                     self.stats.pages_compressed += 1;
@@ -372,7 +434,7 @@ impl Pager {
                 Err(StoreError::Full { .. } | StoreError::OutOfMemory) => {
                     let mut spills = Vec::new();
                     if !self.policy.make_room(&mut spills) {
-                        self.write_swap(page, Stored::Raw, false);
+                        self.write_swap(page, Stored::Raw, bytes);
                         self.policy.swapped_instead(page as u64);
                         self.stats.pages_swapped_raw += 1;
                         return;
@@ -393,9 +455,41 @@ impl Pager {
         if !over(self) {
             return;
         }
-        self.store.compact();
+        self.store.compact_when_due();
         while over(self) && self.policy.make_room(&mut self.actions) {
             self.run_actions();
+        }
+    }
+}
+
+/// The event-mode handler thread: serves faults until `stop` becomes
+/// readable.
+pub(crate) fn run_events(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd, stop: RawFd) {
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: uffd_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: fds is a valid array of two pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            fatal(format!("poll on userfaultfd: {e}"));
+        }
+        pager.lock().unwrap_or_else(|e| e.into_inner()).drain_events();
+        if fds[1].revents & libc::POLLIN != 0 {
+            break;
         }
     }
 }

@@ -11,13 +11,11 @@ use ccvm_codec::PAGE_SIZE;
 use ccvm_store::{Store, StoreConfig};
 use ccvm_trace::{Header, TraceWriter};
 
-use crate::config::{RuntimeConfig, RuntimeError};
+use crate::config::{FaultMode, RuntimeConfig, RuntimeError};
 use crate::pager::Pager;
 use crate::stats::RuntimeStats;
 use crate::swap::SwapFile;
 use crate::uffd::Uffd;
-
-type Finished = (RuntimeStats, Option<TraceWriter>);
 
 /// A region of memory of which at most a RAM budget is held, part
 /// uncompressed and part in the compression cache, and the rest in a swap
@@ -39,9 +37,12 @@ type Finished = (RuntimeStats, Option<TraceWriter>);
 pub struct Region {
     base: NonNull<u8>,
     len: usize,
-    stop: OwnedFd,
-    handler: Option<JoinHandle<Finished>>,
-    shared: Arc<Mutex<RuntimeStats>>,
+    pager: Arc<Mutex<Pager>>,
+    mode: FaultMode,
+    /// Event mode: the handler thread and the eventfd that stops it.
+    handler: Option<(JoinHandle<()>, OwnedFd)>,
+    /// Whether faults are still served (until `stop`).
+    live: bool,
     swap_fd: RawFd,
     trace: Option<crate::TraceConfig>,
 }
@@ -120,7 +121,8 @@ impl Region {
             None => None,
         };
 
-        let uffd = Uffd::open().map_err(RuntimeError::NoUserfaultfd)?;
+        let sigbus = config.fault_mode == FaultMode::Signal;
+        let uffd = Uffd::open(sigbus).map_err(RuntimeError::NoUserfaultfd)?;
         // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
         let base = unsafe {
             libc::mmap(
@@ -148,17 +150,9 @@ impl Region {
                 "userfaultfd write-protection of anonymous memory",
             )));
         }
-        // SAFETY: eventfd with valid flags; the result is checked.
-        let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if stop < 0 {
-            return Err(unmap(os("eventfd")));
-        }
-        // SAFETY: a descriptor we own from here on.
-        let stop = unsafe { OwnedFd::from_raw_fd(stop) };
-
-        let shared = Arc::new(Mutex::new(RuntimeStats::default()));
         let swap_fd = swap.fd();
-        let pager = Pager::new(
+        let uffd_fd = uffd.raw();
+        let pager = Arc::new(Mutex::new(Pager::new(
             uffd,
             base as usize,
             len / PAGE_SIZE,
@@ -168,24 +162,23 @@ impl Region {
             swap,
             policy,
             trace,
-            shared.clone(),
-        );
-        let stop_fd = stop.as_raw_fd();
-        let handler = std::thread::Builder::new()
-            .name("ccvm-pager".into())
-            .spawn(move || pager.run(stop_fd))
-            .map_err(|source| {
-                unmap(RuntimeError::Os {
-                    what: "spawning the pager",
-                    source,
-                })
-            })?;
+            config.move_frames,
+        )));
+        let handler = match config.fault_mode {
+            FaultMode::Signal => {
+                crate::signal::add(base as usize, base as usize + len, Arc::as_ptr(&pager))
+                    .map_err(|e| unmap(RuntimeError::Config(e)))?;
+                None
+            }
+            FaultMode::Thread => Some(spawn_handler(pager.clone(), uffd_fd).map_err(unmap)?),
+        };
         Ok(Region {
             base: NonNull::new(base.cast()).expect("mmap does not return null"),
             len,
-            stop,
-            handler: Some(handler),
-            shared,
+            pager,
+            mode: config.fault_mode,
+            handler,
+            live: true,
             swap_fd,
             trace: config.trace,
         })
@@ -220,9 +213,38 @@ impl Region {
         unsafe { std::slice::from_raw_parts(self.base.as_ptr().cast::<AtomicU64>(), self.len / 8) }
     }
 
-    /// Counters as of the handler's last report (at most 20 ms old).
+    /// How faults are served.
+    pub fn fault_mode(&self) -> FaultMode {
+        self.mode
+    }
+
+    /// Counters as of now.
     pub fn stats(&self) -> RuntimeStats {
-        self.shared.lock().expect("stats").clone()
+        self.pager.lock().unwrap_or_else(|e| e.into_inner()).stats()
+    }
+
+    /// Touches every page of `range` (byte offsets into the region) from
+    /// this thread, so that they are resident: in SIGBUS mode, do this
+    /// before handing region memory to a system call, which fails with
+    /// `EFAULT` on a page that is not (see [`FaultMode::Signal`]). Pages
+    /// may be evicted again by later faults; keep the range under the RAM
+    /// budget's uncompressed share and make the call right after.
+    ///
+    /// # Panics
+    ///
+    /// If `range` is not within the region.
+    pub fn prefault(&self, range: std::ops::Range<usize>) {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "{range:?} is outside the region"
+        );
+        let first = range.start / PAGE_SIZE * PAGE_SIZE;
+        for offset in (first..range.end).step_by(PAGE_SIZE) {
+            // SAFETY: inside the mapping. A read is enough: the fault maps
+            // the page itself (or the zero page, which the kernel replaces
+            // on its own write without a userfault).
+            unsafe { std::ptr::read_volatile(self.base.as_ptr().add(offset)) };
+        }
     }
 
     /// The swap file's descriptor, for diagnostics (tests corrupt it).
@@ -230,12 +252,20 @@ impl Region {
         self.swap_fd
     }
 
-    fn stop(&mut self) -> Option<Finished> {
-        let handler = self.handler.take()?;
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writing 8 bytes to our eventfd.
-        unsafe { libc::write(self.stop.as_raw_fd(), one.as_ptr().cast(), 8) };
-        Some(handler.join().expect("the pager thread does not panic"))
+    /// Stops serving faults; afterwards nothing touches the region.
+    fn stop(&mut self) {
+        if !std::mem::take(&mut self.live) {
+            return;
+        }
+        match self.handler.take() {
+            Some((thread, stop)) => {
+                let one = 1u64.to_ne_bytes();
+                // SAFETY: writing 8 bytes to our eventfd.
+                unsafe { libc::write(stop.as_raw_fd(), one.as_ptr().cast(), 8) };
+                thread.join().expect("the pager thread does not panic");
+            }
+            None => crate::signal::remove(Arc::as_ptr(&self.pager)),
+        }
     }
 
     /// Stops paging, ends the trace (if any) and returns the final counters.
@@ -244,7 +274,8 @@ impl Region {
     ///
     /// [`RuntimeError::Trace`] if the trace could not be finished.
     pub fn finish(mut self) -> Result<RuntimeStats, RuntimeError> {
-        let (stats, trace) = self.stop().expect("a live region has a handler");
+        self.stop();
+        let (stats, trace) = self.pager.lock().unwrap_or_else(|e| e.into_inner()).finish();
         if let (Some(writer), Some(t)) = (trace, &self.trace) {
             writer.finish(t.run_time_ns).map_err(|source| RuntimeError::Trace {
                 path: t.path.clone(),
@@ -257,9 +288,30 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        drop(self.stop());
+        self.stop();
         // SAFETY: our mapping; the handler has stopped and no reference
         // into it outlives self.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
+}
+
+/// Starts the event-mode handler thread; returns it with the eventfd that
+/// stops it.
+fn spawn_handler(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd) -> Result<(JoinHandle<()>, OwnedFd), RuntimeError> {
+    // SAFETY: eventfd with valid flags; the result is checked.
+    let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if stop < 0 {
+        return Err(os("eventfd"));
+    }
+    // SAFETY: a descriptor we own from here on.
+    let stop = unsafe { OwnedFd::from_raw_fd(stop) };
+    let stop_fd = stop.as_raw_fd();
+    let thread = std::thread::Builder::new()
+        .name("ccvm-pager".into())
+        .spawn(move || crate::pager::run_events(pager, uffd_fd, stop_fd))
+        .map_err(|source| RuntimeError::Os {
+            what: "spawning the pager",
+            source,
+        })?;
+    Ok((thread, stop))
 }

@@ -19,6 +19,13 @@ const FLAG_WP: u64 = 1 << 1;
 const REGISTER_MISSING: u64 = 1 << 0;
 const REGISTER_WP: u64 = 1 << 1;
 const WRITEPROTECT_WP: u64 = 1 << 0;
+/// `UFFD_FEATURE_SIGBUS`: faults raise SIGBUS in the faulting thread
+/// instead of queuing an event (Linux 4.14).
+const FEATURE_SIGBUS: u64 = 1 << 7;
+/// `UFFD_FEATURE_MOVE`: `UFFDIO_MOVE` of anonymous pages (Linux 6.8).
+const FEATURE_MOVE: u64 = 1 << 16;
+/// `UFFDIO_COPY_MODE_DONTWAKE` and `UFFDIO_ZEROPAGE_MODE_DONTWAKE`.
+const MODE_DONTWAKE: u64 = 1 << 0;
 /// Bits of the ioctls a registration allows: wake, copy, zeropage, writeprotect.
 const NEEDED_IOCTLS: u64 = 1 << 0x02 | 1 << 0x03 | 1 << 0x04 | 1 << 0x06;
 
@@ -53,6 +60,15 @@ struct Copy {
 }
 
 #[repr(C)]
+struct Move {
+    dst: u64,
+    src: u64,
+    len: u64,
+    mode: u64,
+    moved: i64,
+}
+
+#[repr(C)]
 struct Zeropage {
     range: Range,
     mode: u64,
@@ -70,6 +86,7 @@ nix::ioctl_readwrite!(ioctl_register, 0xAA, 0x00, Register);
 nix::ioctl_read!(ioctl_wake, 0xAA, 0x02, Range);
 nix::ioctl_readwrite!(ioctl_copy, 0xAA, 0x03, Copy);
 nix::ioctl_readwrite!(ioctl_zeropage, 0xAA, 0x04, Zeropage);
+nix::ioctl_readwrite!(ioctl_move, 0xAA, 0x05, Move);
 nix::ioctl_readwrite!(ioctl_writeprotect, 0xAA, 0x06, Writeprotect);
 
 /// A page fault the kernel reports.
@@ -86,13 +103,19 @@ pub(crate) struct Fault {
 /// A userfaultfd descriptor, non-blocking.
 pub(crate) struct Uffd {
     fd: OwnedFd,
+    /// Faults raise SIGBUS in the faulting thread: nobody sleeps in the
+    /// kernel, so mapping a page need not wake anyone.
+    sigbus: bool,
+    /// The kernel moves pages between registered ranges (`UFFDIO_MOVE`).
+    can_move: bool,
 }
 
 impl Uffd {
     /// Opens a userfaultfd that also handles faults the kernel takes on the
     /// program's behalf (a read(2) into a region): through the system
-    /// call, or failing that through /dev/userfaultfd.
-    pub fn open() -> Result<Uffd, String> {
+    /// call, or failing that through /dev/userfaultfd. With `sigbus`,
+    /// faults raise SIGBUS in the faulting thread instead of queuing events.
+    pub fn open(sigbus: bool) -> Result<Uffd, String> {
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: the userfaultfd system call with valid flags.
         let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
@@ -119,14 +142,84 @@ impl Uffd {
             // SAFETY: a new descriptor we own.
             unsafe { OwnedFd::from_raw_fd(fd) }
         };
+        let features = if sigbus { FEATURE_SIGBUS } else { 0 };
+        // The API handshake may be made once per descriptor, so ask what
+        // the kernel offers first through a scratch descriptor.
+        let offered = Self::offered_features();
+        let mut api = Api {
+            api: UFFD_API,
+            features: features | (offered & FEATURE_MOVE),
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API on our descriptor with a valid struct.
+        unsafe { ioctl_api(fd.as_raw_fd(), &mut api) }.map_err(|e| format!("UFFDIO_API: {e}"))?;
+        if api.features & features != features {
+            return Err("the kernel lacks UFFD_FEATURE_SIGBUS (Linux 4.14); use --fault-mode thread".into());
+        }
+        let can_move = api.features & FEATURE_MOVE != 0;
+        Ok(Uffd { fd, sigbus, can_move })
+    }
+
+    /// The features this kernel offers (0 if it cannot say).
+    fn offered_features() -> u64 {
+        // SAFETY: the userfaultfd system call with valid flags.
+        let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as RawFd;
+        if fd < 0 {
+            return 0;
+        }
+        // SAFETY: a new descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut api = Api {
             api: UFFD_API,
             features: 0,
             ioctls: 0,
         };
         // SAFETY: UFFDIO_API on our descriptor with a valid struct.
-        unsafe { ioctl_api(fd.as_raw_fd(), &mut api) }.map_err(|e| format!("UFFDIO_API: {e}"))?;
-        Ok(Uffd { fd })
+        match unsafe { ioctl_api(fd.as_raw_fd(), &mut api) } {
+            Ok(_) => api.features,
+            Err(_) => 0,
+        }
+    }
+
+    /// Whether [`Uffd::move_pages`] is available.
+    pub fn can_move(&self) -> bool {
+        self.can_move
+    }
+
+    /// Registers `[start, start + len)` for missing-page faults only, as a
+    /// destination for [`Uffd::move_pages`].
+    pub fn register_missing(&self, start: usize, len: usize) -> Result<(), Errno> {
+        let mut r = Register {
+            range: Range {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: REGISTER_MISSING,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_REGISTER with a valid struct.
+        unsafe { ioctl_register(self.raw(), &mut r) }.map(drop)
+    }
+
+    /// Moves the pages mapped at `[src, src + len)` to `[dst, dst + len)`,
+    /// atomically for each page: after it, the source is missing and the
+    /// destination maps the same page frame, with no copy. Both ranges are
+    /// registered with this descriptor; the destination is not mapped.
+    ///
+    /// # Errors
+    ///
+    /// `EBUSY` if a page is shared (after fork) or pinned; `EEXIST` if the
+    /// destination is mapped; `ENOENT` if the source is not.
+    pub fn move_pages(&self, dst: usize, src: usize, len: usize) -> Result<(), Errno> {
+        let mut m = Move {
+            dst: dst as u64,
+            src: src as u64,
+            len: len as u64,
+            mode: self.mode(),
+            moved: 0,
+        };
+        // SAFETY: UFFDIO_MOVE with a valid struct; the kernel checks both ranges.
+        unsafe { ioctl_move(self.raw(), &mut m) }.map(drop)
     }
 
     /// The descriptor, for poll(2).
@@ -150,7 +243,8 @@ impl Uffd {
         ok && r.ioctls & NEEDED_IOCTLS == NEEDED_IOCTLS
     }
 
-    /// Maps a copy of `src` (one page, ours) at `dst` and wakes its waiters.
+    /// Maps a copy of `src` (one page, ours) at `dst` and wakes its waiters
+    /// (in event mode; in SIGBUS mode nobody waits).
     ///
     /// # Safety
     ///
@@ -160,7 +254,7 @@ impl Uffd {
             dst: dst as u64,
             src: src as u64,
             len: len as u64,
-            mode: 0,
+            mode: self.mode(),
             copy: 0,
         };
         ioctl_copy(self.raw(), &mut c).map(drop)
@@ -173,15 +267,26 @@ impl Uffd {
                 start: dst as u64,
                 len: len as u64,
             },
-            mode: 0,
+            mode: self.mode(),
             zeropage: 0,
         };
         // SAFETY: UFFDIO_ZEROPAGE with a valid struct; the kernel checks the range.
         unsafe { ioctl_zeropage(self.raw(), &mut z) }.map(drop)
     }
 
+    fn mode(&self) -> u64 {
+        if self.sigbus {
+            MODE_DONTWAKE
+        } else {
+            0
+        }
+    }
+
     /// Wakes threads waiting on faults in the range.
     pub fn wake(&self, start: usize, len: usize) -> Result<(), Errno> {
+        if self.sigbus {
+            return Ok(());
+        }
         let mut r = Range {
             start: start as u64,
             len: len as u64,

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use ccvm_runtime::{Region, RuntimeConfig};
+use ccvm_runtime::{FaultMode, Region, RuntimeConfig};
 
 fn config(ram: u64, share: f64, policy: &str) -> RuntimeConfig {
     RuntimeConfig {
@@ -65,10 +65,28 @@ fn sequential_passes_over_four_times_the_budget() {
     }
 }
 
+/// Every way of serving faults (in the faulting thread or a handler
+/// thread) and of moving pages (frames moved, or copied under write
+/// protection) keeps every thread's writes.
 #[test]
 fn many_threads_against_a_model() {
-    let ram = 128 * 4096;
-    let region = Region::new(4 * ram as usize, config(ram, 0.5, "fixed")).unwrap();
+    for (fault_mode, move_frames) in [
+        (FaultMode::Signal, true),
+        (FaultMode::Signal, false),
+        (FaultMode::Thread, true),
+        (FaultMode::Thread, false),
+    ] {
+        let ram = 128 * 4096;
+        let config = RuntimeConfig {
+            fault_mode,
+            move_frames,
+            ..config(ram, 0.5, "fixed")
+        };
+        threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
+    }
+}
+
+fn threads_against_a_model(region: Region) {
     let words = region.atomics();
     let threads = 4;
     // Each thread owns the words i with i % threads == t, so the model is

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::process::Command;
 
-use ccvm_runtime::{Region, RuntimeConfig, FATAL_EXIT};
+use ccvm_runtime::{FaultMode, Region, RuntimeConfig, FATAL_EXIT};
 
 fn small(policy: &str, share: f64) -> RuntimeConfig {
     RuntimeConfig {
@@ -66,11 +66,15 @@ fn a_corrupted_swap_file_stops_the_run() {
 }
 
 #[test]
-fn read_syscall_into_paged_memory() {
+fn read_syscall_into_paged_memory_in_thread_mode() {
     let path = std::env::temp_dir().join(format!("ccvm-read-{}", std::process::id()));
     let data: Vec<u8> = (0..(1 << 20)).map(|i: u32| (i * 7 % 251) as u8).collect();
     std::fs::File::create(&path).unwrap().write_all(&data).unwrap();
-    let mut region = Region::new(2 << 20, small("fixed", 0.5)).unwrap();
+    let config = RuntimeConfig {
+        fault_mode: FaultMode::Thread,
+        ..small("fixed", 0.5)
+    };
+    let mut region = Region::new(2 << 20, config).unwrap();
     fill(&mut region);
     let file = std::fs::File::open(&path).unwrap();
     // Half a page in, over pages that are on disk or in the cache: the
@@ -80,6 +84,33 @@ fn read_syscall_into_paged_memory() {
     assert!(region.as_mut_slice()[2048..2048 + data.len()] == data[..]);
     let stats = region.finish().unwrap();
     assert!(stats.faults_cache + stats.faults_disk > 0);
+    std::fs::remove_file(path).unwrap();
+}
+
+/// In SIGBUS mode the kernel's own access to a page that is not resident
+/// fails with EFAULT and changes nothing; touching the buffer first makes
+/// the same read work.
+#[test]
+fn read_syscall_in_signal_mode_fails_cleanly_then_works_after_prefault() {
+    let path = std::env::temp_dir().join(format!("ccvm-read-sig-{}", std::process::id()));
+    let data: Vec<u8> = (0..(24 << 10)).map(|i: u32| (i * 13 % 251) as u8).collect();
+    std::fs::File::create(&path).unwrap().write_all(&data).unwrap();
+    let mut region = Region::new(2 << 20, small("fixed", 0.5)).unwrap();
+    assert_eq!(region.fault_mode(), FaultMode::Signal);
+    fill(&mut region);
+    let before: Vec<u8> = region.as_mut_slice()[..4096].to_vec();
+    fill(&mut region); // page 0 is evicted again
+    let file = std::fs::File::open(&path).unwrap();
+    let err = file.read_at(&mut region.as_mut_slice()[..data.len()], 0).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EFAULT), "{err}");
+    assert_eq!(
+        &region.as_mut_slice()[..4096],
+        &before[..],
+        "a failed read changed the page"
+    );
+    region.prefault(0..data.len());
+    file.read_exact_at(&mut region.as_mut_slice()[..data.len()], 0).unwrap();
+    assert!(region.as_mut_slice()[..data.len()] == data[..]);
     std::fs::remove_file(path).unwrap();
 }
 

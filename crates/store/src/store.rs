@@ -77,6 +77,13 @@ impl Default for StoreConfig {
     }
 }
 
+/// The most page moves compaction may cost per page put, on average: it
+/// moves up to every stored page, so it runs at most once per
+/// `pages / COMPACTION_MOVES_PER_PUT` puts. One move per put keeps it a
+/// small part of a put (a move is a copy of the compressed bytes) while
+/// still gathering free space often enough for a store at its limit.
+pub const COMPACTION_MOVES_PER_PUT: usize = 1;
+
 /// Why a store operation failed.
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -472,6 +479,19 @@ impl Store {
         self.inner.lock().expect("store lock").snapshot()
     }
 
+    /// Like [`Store::compact`], but only when enough pages have been put
+    /// since the last compaction for it to cost at most
+    /// [`COMPACTION_MOVES_PER_PUT`] page moves per put; 0 otherwise.
+    pub fn compact_when_due(&self) -> usize {
+        let mut inner = self.inner.lock().expect("store lock");
+        if !inner.compaction_due() {
+            return 0;
+        }
+        let moved = inner.compact();
+        inner.release_empty_chunks();
+        moved
+    }
+
     /// Re-places every slot to gather free space, returning pages moved.
     /// Runs by itself when an allocation fails for fragmentation.
     pub fn compact(&self) -> usize {
@@ -483,6 +503,12 @@ impl Store {
 }
 
 impl Inner {
+    /// Whether a compaction now costs at most [`COMPACTION_MOVES_PER_PUT`]
+    /// moves per page put since the last one.
+    fn compaction_due(&self) -> bool {
+        self.puts_since_compaction * COMPACTION_MOVES_PER_PUT >= self.table.len()
+    }
+
     fn is_live(&self, seq: u64, page: u64) -> bool {
         self.table.get(&page).is_some_and(|e| e.seq == seq)
     }
@@ -557,14 +583,13 @@ impl Inner {
             }
             // A slot that does not fit although over 4% of the chunk bytes
             // are free has failed for fragmentation: gather the free space
-            // rather than grow (at most once per an eighth of the pages put,
-            // so compaction costs at most eight page moves per put).
+            // rather than grow (at most as often as `compaction_due` says).
             // Otherwise grow while the limit allows, and compact only as the
             // last resort, under the same rate limit: a store held at its
             // limit would otherwise move every page on every put.
             let free = self.held * self.chunk_size - self.used;
             let fits_in_free = free >= self.alloc.footprint(len);
-            let due = self.puts_since_compaction >= self.table.len() / 8;
+            let due = self.compaction_due();
             if !compacted && due && fits_in_free && free * 25 > self.held * self.chunk_size {
                 compacted = true;
                 self.compact();

@@ -1,0 +1,182 @@
+//! Faults served in the faulting thread: userfaultfd's SIGBUS mode.
+//!
+//! In SIGBUS mode the kernel queues no fault event; the thread that
+//! touched a missing (or write-protected) page of a region gets SIGBUS,
+//! and the handler installed here serves the fault on that thread's own
+//! stack: it finds the region by the faulting address, takes the region's
+//! pager lock, maps the page with `UFFDIO_COPY` (no wake-up: nobody sleeps)
+//! and returns, and the access is retried. This removes what made a fault
+//! cost ~30 µs in event mode: the faulting thread going to sleep, a second
+//! thread waking on another CPU, and the wake-up back.
+//!
+//! # Choices
+//!
+//! * One process-wide handler over a fixed table of regions (64 slots),
+//!   read without locks, because a signal handler may not block on a lock
+//!   that the interrupted code could hold. The table's own writers (region
+//!   creation and drop) serialise on a mutex outside the handler.
+//! * A SIGBUS whose address is in no region is not ours (a truncated file
+//!   mapping, say): the handler passes it to the handler that was there
+//!   before, or restores the default action so the retried access ends the
+//!   process as it would have without ccvm.
+//! * A fault taken inside the kernel on the program's behalf (a `read(2)`
+//!   into a page that is not resident) raises no signal in SIGBUS mode: the
+//!   system call fails with `EFAULT`. Programs that hand region memory to
+//!   the kernel run in event mode ([`FaultMode::Thread`](crate::FaultMode)),
+//!   or touch the buffer first ([`Region::prefault`](crate::Region::prefault)).
+//! * The handler keeps `errno` as it found it: the interrupted code may be
+//!   between a system call and reading its `errno`.
+
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+
+use crate::pager::Pager;
+use crate::uffd::Fault;
+
+const SLOTS: usize = 64;
+
+struct Slot {
+    start: AtomicUsize,
+    end: AtomicUsize,
+    pager: AtomicPtr<Mutex<Pager>>,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Slot = Slot {
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+    pager: AtomicPtr::new(std::ptr::null_mut()),
+};
+
+static TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
+static WRITERS: Mutex<()> = Mutex::new(());
+static INSTALL: Once = Once::new();
+static mut PREVIOUS: Option<libc::sigaction> = None;
+
+/// Adds a region `[start, end)` served by `pager`, installing the handler
+/// on first use. The pager must stay alive until [`remove`] returns.
+///
+/// # Errors
+///
+/// A message if all slots are taken or the handler cannot be installed.
+pub(crate) fn add(start: usize, end: usize, pager: *const Mutex<Pager>) -> Result<(), String> {
+    let mut installed = Ok(());
+    INSTALL.call_once(|| installed = install());
+    installed?;
+    let _guard = WRITERS.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = TABLE
+        .iter()
+        .find(|s| s.pager.load(Ordering::Acquire).is_null())
+        .ok_or_else(|| {
+            format!("more than {SLOTS} regions in SIGBUS mode at once; drop one or use --fault-mode thread")
+        })?;
+    slot.start.store(start, Ordering::Relaxed);
+    slot.end.store(end, Ordering::Relaxed);
+    slot.pager.store(pager.cast_mut(), Ordering::Release);
+    Ok(())
+}
+
+/// Takes the region served by `pager` out of the table. Faults in it after
+/// this are no longer served (the region is being unmapped).
+pub(crate) fn remove(pager: *const Mutex<Pager>) {
+    let _guard = WRITERS.lock().unwrap_or_else(|e| e.into_inner());
+    for slot in &TABLE {
+        if slot.pager.load(Ordering::Acquire) == pager.cast_mut() {
+            slot.end.store(0, Ordering::Relaxed);
+            slot.start.store(0, Ordering::Relaxed);
+            slot.pager.store(std::ptr::null_mut(), Ordering::Release);
+        }
+    }
+}
+
+fn find(addr: usize) -> Option<&'static Mutex<Pager>> {
+    TABLE.iter().find_map(|s| {
+        let pager = s.pager.load(Ordering::Acquire);
+        let inside = (s.start.load(Ordering::Relaxed)..s.end.load(Ordering::Relaxed)).contains(&addr);
+        // SAFETY: a pager in the table lives until `remove` takes it out,
+        // and a region is only removed when no access to it can be made.
+        (inside && !pager.is_null()).then(|| unsafe { &*pager })
+    })
+}
+
+fn install() -> Result<(), String> {
+    // SAFETY: a zeroed sigaction is a valid starting point; the fields set
+    // are the handler, SA_SIGINFO and an empty mask.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigbus as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGBUS, &action, &mut previous) != 0 {
+            return Err(format!(
+                "installing the SIGBUS handler: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        PREVIOUS = Some(previous);
+    }
+    Ok(())
+}
+
+/// Whether the interrupted access was a write, from the x86-64 page-fault
+/// error code the kernel leaves in the signal frame; `false` elsewhere.
+fn was_write(context: *mut libc::c_void) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: with SA_SIGINFO the third argument is the ucontext_t.
+        let uc = unsafe { &*(context as *const libc::ucontext_t) };
+        uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = context;
+        false
+    }
+}
+
+extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    // SAFETY: errno is thread-local and always valid to read and write.
+    let errno = unsafe { *libc::__errno_location() };
+    match find(addr) {
+        Some(pager) => {
+            let fault = Fault {
+                addr,
+                write: was_write(context),
+                write_protect: false,
+            };
+            pager.lock().unwrap_or_else(|e| e.into_inner()).handle_in_thread(fault);
+        }
+        None => pass_on(sig, info, context),
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Hands a SIGBUS that is not ours to the handler there was before.
+fn pass_on(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: PREVIOUS is written once, before the handler is installed.
+    let previous = unsafe { (*std::ptr::addr_of!(PREVIOUS)).as_ref().copied() };
+    match previous {
+        Some(p) if p.sa_sigaction != libc::SIG_DFL && p.sa_sigaction != libc::SIG_IGN => {
+            if p.sa_flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: the previous handler was installed with SA_SIGINFO.
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                    unsafe { std::mem::transmute(p.sa_sigaction) };
+                f(sig, info, context);
+            } else {
+                // SAFETY: a plain handler takes the signal number.
+                let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(p.sa_sigaction) };
+                f(sig);
+            }
+        }
+        _ => {
+            // The retried access raises SIGBUS again, now with the default
+            // action: the process ends as it would have without ccvm.
+            // SAFETY: restoring the default disposition of SIGBUS.
+            unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+        }
+    }
+}
