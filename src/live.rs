@@ -76,7 +76,7 @@ pub struct RunReport {
 }
 
 /// Runs the workload in plain memory: (checksum, wall time).
-fn plain(workload: &Workload, size: u64, seed: u64) -> (u64, Duration) {
+pub fn plain(workload: &Workload, size: u64, seed: u64) -> (u64, Duration) {
     let mut memory = vec![0u8; size as usize];
     let t = Instant::now();
     let sum = (workload.run)(&mut memory, seed);
@@ -144,12 +144,17 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
     );
     println!("checksum               {} ({ok})", r.checksum);
     println!(
-        "faults                 {} zero-fill, {} from the cache, {} from the swap file",
-        s.faults_zero, s.faults_cache, s.faults_disk
+        "faults                 {} zero-fill, {} from the cache, {} from the swap file, {} of trapped pages",
+        s.faults_zero, s.faults_cache, s.faults_disk, s.faults_trap
     );
     println!(
-        "fault service µs       cache p50 {:.1} p99 {:.1}; swap p50 {:.1} p99 {:.1}",
-        s.latency_cache.p50_us, s.latency_cache.p99_us, s.latency_disk.p50_us, s.latency_disk.p99_us
+        "fault service µs       cache p50 {:.1} p99 {:.1}; swap p50 {:.1} p99 {:.1}; trapped p50 {:.1} p99 {:.1}",
+        s.latency_cache.p50_us,
+        s.latency_cache.p99_us,
+        s.latency_disk.p50_us,
+        s.latency_disk.p99_us,
+        s.latency_trap.p50_us,
+        s.latency_trap.p99_us
     );
     println!(
         "pages                  {} compressed, {} decompressed, {} spilled compressed, {} swapped raw",
@@ -357,5 +362,47 @@ pub fn demo(format: Format) -> anyhow::Result<()> {
     if rows.iter().any(|r| !r.checksum_ok) {
         bail!("a paged run's checksum differs from plain memory's");
     }
-    Ok(())
+    kernel_comparison(format)
+}
+
+/// The demo's second part: the same kind of workload under the kernel's
+/// own compressed swap (a cgroup limit over zram-lz4) and under ccvm with
+/// the same total memory. Skipped, with a line saying why, where the
+/// machine cannot run it (not root, swap in use, no zram or memory cgroup).
+fn kernel_comparison(format: Format) -> anyhow::Result<()> {
+    if let Err(why) = crate::bench_kernel::check_machine() {
+        if format == Format::Table {
+            println!(
+                "
+The comparison with the kernel's zram swap is skipped: {why:#}"
+            );
+        }
+        return Ok(());
+    }
+    if !crate::bench_kernel::zram_available() {
+        if format == Format::Table {
+            println!("\nThe comparison with the kernel's zram swap is skipped: this machine has no zram device");
+        }
+        return Ok(());
+    }
+    let case = crate::bench_kernel::demo_case();
+    if format == Format::Table {
+        println!(
+            "\nThe same comparison a user makes: '{}' in {} MiB, under the kernel's own compressed swap\n\
+             (a cgroup limit of {} MiB over zram-lz4) and under ccvm with the same total memory (the limit plus\n\
+             what zram held at its peak), as `ccvm bench kernel` does:\n",
+            case.workload,
+            case.size >> 20,
+            case.limit >> 20
+        );
+    }
+    let plan = crate::bench_kernel::Plan {
+        cases: vec![case],
+        kernels: vec!["zram-lz4".into()],
+        runs: 1,
+        swap_dir: std::env::temp_dir(),
+        ccvm_args: Vec::new(),
+        at_limit: false,
+    };
+    crate::bench_kernel::run(&plan, format)
 }

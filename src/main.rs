@@ -4,6 +4,7 @@
 //! owns argument parsing, progress display and report formatting only.
 
 mod bench_codecs;
+mod bench_kernel;
 mod bench_store;
 mod figures;
 mod live;
@@ -52,6 +53,43 @@ enum BenchCommand {
     Codecs(BenchCodecsArgs),
     /// Memory efficiency and speed of the compressed page store, per allocator and chunk size.
     Store(BenchStoreArgs),
+    /// A workload under the kernel's own compressed swap (cgroup limit + zram or zswap) against ccvm at the same
+    /// total memory. Needs root; sets up and tears down zram, zswap and the cgroup itself.
+    Kernel(BenchKernelArgs),
+    /// Runs a workload in plain memory and prints its checksum, wall time and major faults as JSON (used by
+    /// `bench kernel` inside its cgroup).
+    #[command(hide = true)]
+    PlainChild {
+        #[arg(long)]
+        workload: String,
+        #[arg(long, value_parser = live::parse_bytes)]
+        size: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(Args)]
+struct BenchKernelArgs {
+    /// A case NAME:SIZE:LIMIT (repeatable): the workload, its memory and the cgroup's memory limit.
+    #[arg(long = "case", value_name = "CASE", value_parser = bench_kernel::parse_case,
+          default_values = ["graph:256M:128M", "hashindex:256M:72M"])]
+    cases: Vec<bench_kernel::Case>,
+    /// Kernel setups to compare (repeatable): zram-ALGORITHM (e.g. zram-lz4, zram-lzo-rle) or zswap-ALGORITHM
+    /// (a swap file behind zswap). ccvm runs at the first zram setup's total memory and at the limit.
+    #[arg(long = "kernel", value_name = "SETUP", default_values = ["zram-lz4", "zram-lzo-rle", "zswap-lz4"])]
+    kernels: Vec<String>,
+    /// Runs per row; the median is shown.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Folder for zswap's swap file (on a real disk).
+    #[arg(long, default_value = "/var/tmp")]
+    swap_dir: PathBuf,
+    /// Extra flags for ccvm's runs, e.g. --ccvm-arg=--policy --ccvm-arg=adaptive.
+    #[arg(long = "ccvm-arg", value_name = "FLAG", allow_hyphen_values = true)]
+    ccvm_args: Vec<String>,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args)]
@@ -117,6 +155,10 @@ struct SweepArgs {
     /// Charge each page written to disk this many ms (default 0: writes are free, as in paper 000).
     #[arg(long, default_value_t = 0.0)]
     write_ms: f64,
+    /// Model the live runtime's trapped pages (`ccvm run --trap-share`): only references to that share of the
+    /// oldest uncompressed pages reach the policy. Default: every reference does (exact recency).
+    #[arg(long)]
+    trap_share: Option<f64>,
     /// Imported plain traces (.txt: a page number per line; .csv: a `page` column): compression ratio.
     #[arg(long, default_value_t = 2.0)]
     ratio: f64,
@@ -152,8 +194,9 @@ struct RunArgs {
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
     #[arg(long, default_value_t = 0.5)]
     uncompressed_share: f64,
-    /// Policy: fixed (the split above), none (no compression cache) or adaptive (paper 000 §3).
-    #[arg(long, default_value = "fixed")]
+    /// Policy: adaptive (paper 000 §3: sizes the cache online by cost and benefit), fixed (the split above), none
+    /// (no compression cache), adaptive-fine, zswap, douglis or fixedN (N% compressed).
+    #[arg(long, default_value = "adaptive")]
     policy: String,
     /// Cost of a disk fault for the adaptive policy (plus --disk-latency).
     #[arg(long, value_parser = live::parse_duration, default_value = "100us")]
@@ -178,6 +221,10 @@ struct RunArgs {
     /// with UFFDIO_MOVE (for comparison; the default moves frames where the kernel can).
     #[arg(long)]
     no_move_frames: bool,
+    /// Share of uncompressed pages kept trapped (unmapped, uncompressed) so that their touches are seen: an
+    /// approximation of LRU for resident pages. 0 replaces them in fault order.
+    #[arg(long, default_value_t = 0.0)]
+    trap_share: f64,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -281,6 +328,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     cache_cost: args.cache_cost,
                     fault_mode: args.fault_mode,
                     move_frames: !args.no_move_frames,
+                    trap_share: args.trap_share,
                 },
             };
             let report = live::run_one("run", &opts)?;
@@ -296,6 +344,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             if let Some(bad) = a.disk_ms.iter().find(|d| !(d.is_finite() && **d > 0.0)) {
                 anyhow::bail!("--disk-ms takes positive numbers of ms (e.g. 0.625,5), got {bad}");
+            }
+            if let Some(t) = a.trap_share.filter(|t| !(0.0..=1.0).contains(t)) {
+                anyhow::bail!("--trap-share must be between 0 and 1, got {t}");
             }
             if !(a.write_ms.is_finite() && a.write_ms >= 0.0) {
                 anyhow::bail!("--write-ms must be zero or more, got {}", a.write_ms);
@@ -321,6 +372,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 runs: a.runs,
                 cpu_factor: a.cpu_factor,
                 write_ms: a.write_ms,
+                trap_share: a.trap_share,
                 disk_ms: a.disk_ms,
                 plain: sim::PlainCosts {
                     ratio: a.ratio,
@@ -345,6 +397,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 block: args.block,
             };
             bench_codecs::run(&opts, args.output.format())
+        }
+        Command::Bench(BenchCommand::Kernel(args)) => {
+            if args.runs == 0 {
+                anyhow::bail!("--runs must be at least 1");
+            }
+            let plan = bench_kernel::Plan {
+                cases: args.cases,
+                kernels: args.kernels,
+                runs: args.runs,
+                swap_dir: args.swap_dir,
+                ccvm_args: args.ccvm_args,
+                at_limit: true,
+            };
+            bench_kernel::run(&plan, args.output.format())
+        }
+        Command::Bench(BenchCommand::PlainChild { workload, size, seed }) => {
+            bench_kernel::plain_child(&workload, size, seed)
         }
         Command::Bench(BenchCommand::Store(args)) => {
             let format = args.output.format();

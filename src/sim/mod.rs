@@ -40,6 +40,9 @@ pub struct SweepOptions {
     pub cpu_factor: f64,
     /// Cost of writing a page to disk, ms (0: free, as paper 000).
     pub write_ms: f64,
+    /// Model the live runtime's trapped pages with this share (`None`:
+    /// every reference reaches the policy).
+    pub trap_share: Option<f64>,
     /// Disk costs of the sensitivity study, ms; 5 ms is always run.
     pub disk_ms: Vec<f64>,
     /// How to cost imported plain traces (`.txt`, `.csv`).
@@ -211,6 +214,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
                 disk_read_ns: p.disk_ms * 1e6,
                 disk_write_ns: opts.write_ms * 1e6,
                 cpu_factor: opts.cpu_factor,
+                trap_share: opts.trap_share,
             };
             let r = sweep::run_point(
                 &p.name,

@@ -25,10 +25,12 @@ mod levels;
 mod pool;
 mod queue;
 mod recency;
+mod trap;
 
 pub use adaptive::{Adaptive, Costs, FINE_TARGETS, TARGETS};
 pub use fixed::FixedSplit;
 pub use pool::Pool;
+pub use trap::Traps;
 
 /// Where a page is when it is touched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -66,6 +66,12 @@ pub struct RuntimeConfig {
     /// (Linux 6.8); `false` evicts by write-protect, copy and
     /// `MADV_DONTNEED`, and maps with `UFFDIO_COPY`.
     pub move_frames: bool,
+    /// Share (0 to 1) of the uncompressed pages kept trapped: unmapped but
+    /// uncompressed, so that touches of the pages next in line to leave
+    /// memory are seen and move them back to the newest end (see
+    /// `ccvm_policy::Traps`). Needs `move_frames`; 0 turns it off and
+    /// uncompressed pages leave in fault order.
+    pub trap_share: f64,
 }
 
 impl Default for RuntimeConfig {
@@ -84,6 +90,7 @@ impl Default for RuntimeConfig {
             cache_cost: Duration::from_micros(25),
             fault_mode: FaultMode::default(),
             move_frames: true,
+            trap_share: 0.0,
         }
     }
 }

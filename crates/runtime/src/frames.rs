@@ -1,64 +1,72 @@
-//! Page frames recycled in user space with `UFFDIO_MOVE` (Linux 6.8).
+//! Page frames moved, not copied, with `UFFDIO_MOVE` (Linux 6.8).
 //!
 //! Evicting a page the classic way costs a write-protect (a TLB flush), a
 //! 4 KiB copy and an `MADV_DONTNEED` (another flush), and mapping one back
-//! costs `UFFDIO_COPY` (a page allocation and another copy). With
-//! `UFFDIO_MOVE` the pager instead keeps a small staging area of frames:
+//! costs `UFFDIO_COPY` (a page allocation and another copy). Instead the
+//! pager keeps a *shadow*: a second mapping as large as the region, where
+//! page `p`'s frame parks at offset `p` whenever it is not mapped in the
+//! region:
 //!
-//! * to evict, it moves the page out of the region into an empty staging
-//!   slot (one ioctl, one flush of one entry, no copy) and compresses it
-//!   there. The move is atomic: a write lands in the page before it moves,
-//!   or faults on the now-missing page and waits for the pager lock, by
-//!   which time the page is in the cache. No write-protection is needed;
-//! * to map a page, it decompresses into a staging slot that still holds a
-//!   frame and moves that frame into the region: no allocation, no copy.
-//!
-//! So frames cycle between the region and the staging area, and the
-//! kernel's allocator, zeroing and reclaim stay out of the fault path.
+//! * a **trapped** page (see `ccvm_policy::Traps`) is moved to its shadow
+//!   slot, uncompressed; a touch faults, and moving it back is the whole
+//!   service;
+//! * an **evicted** page is moved there (if it was not trapped already)
+//!   and compressed in place. Its frame is then *spare*: the next page
+//!   mapped is decompressed into a spare frame and moved into the region,
+//!   so frames cycle with no allocation, zeroing or copy. The move is
+//!   atomic: a write lands in the page before it moves, or faults on the
+//!   now-missing page and waits for the pager lock, by which time the page
+//!   is in the cache. No write-protection is needed.
 //!
 //! # Choices
 //!
-//! * 64 slots (256 KiB): faults and evictions alternate, so a handful of
-//!   frames suffices; the rest of the area covers runs of evictions.
-//!   These frames are the runtime's own overhead, outside the RAM budget.
-//! * When evictions have filled every slot (a run of first touches, which
-//!   take no frame), the whole area is dropped with one `MADV_DONTNEED`.
-//!   When faults have emptied every slot, the pager maps with
-//!   `UFFDIO_COPY` from its buffer, as without `UFFDIO_MOVE`.
-//! * The area is registered with the region's userfaultfd (the kernel's
-//!   rule for a move's destination). Only slots known to hold a frame are
-//!   ever touched, so it never faults.
+//! * A spare frame stays in its page's slot. When that page is mapped
+//!   again its own spare frame is used (taken out of the spare list), so a
+//!   page's slot is always empty while the page is in the region, and
+//!   moving it out never meets an occupied slot.
+//! * At most [`MAX_SPARE`] spare frames (1 MiB) are kept: faults and
+//!   evictions alternate, so a few suffice, and these frames are the
+//!   runtime's own overhead outside the RAM budget. Beyond that the oldest
+//!   is freed with `MADV_DONTNEED`.
+//! * The shadow is registered with the region's userfaultfd (the kernel's
+//!   rule for a move's destination) and reserves no memory
+//!   (`MAP_NORESERVE`); only slots known to hold a frame are touched.
+
+use std::collections::VecDeque;
 
 use ccvm_codec::PAGE_SIZE;
+use nix::errno::Errno;
 
 use crate::uffd::Uffd;
 
-const SLOTS: usize = 64;
+/// Most spare frames kept.
+pub(crate) const MAX_SPARE: usize = 256;
 
-/// The staging area. See the module docs.
+/// The shadow of a region. See the module docs.
 pub(crate) struct Frames {
     base: usize,
-    /// Slots holding a frame (free to overwrite).
-    full: Vec<u32>,
-    /// Slots with no frame (free to move a page into).
-    empty: Vec<u32>,
+    pages: usize,
+    /// Pages whose slot holds a spare frame, oldest first.
+    spare: VecDeque<u32>,
+    /// Per page: whether its slot holds a spare frame.
+    is_spare: Vec<bool>,
 }
 
 impl Frames {
-    /// Maps and registers the staging area, every slot holding a frame;
-    /// `None` if the kernel cannot move pages or the area cannot be made.
-    pub fn new(uffd: &Uffd) -> Option<Frames> {
+    /// Maps and registers the shadow of a region of `pages` pages; `None`
+    /// if the kernel cannot move pages or the mapping cannot be made.
+    pub fn new(uffd: &Uffd, pages: usize) -> Option<Frames> {
         if !uffd.can_move() {
             return None;
         }
-        let len = SLOTS * PAGE_SIZE;
-        // SAFETY: a fresh private anonymous mapping, populated.
+        let len = pages * PAGE_SIZE;
+        // SAFETY: a fresh private anonymous mapping, no memory reserved.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
@@ -66,12 +74,8 @@ impl Frames {
         if base == libc::MAP_FAILED {
             return None;
         }
-        // SAFETY: our own mapping; a move takes single small pages only.
+        // SAFETY: our own mapping; moves take single small pages only.
         unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
-        // Write every slot so each holds a frame of its own (not the
-        // shared zero page).
-        // SAFETY: len writable bytes of our mapping.
-        unsafe { std::ptr::write_bytes(base.cast::<u8>(), 1, len) };
         if uffd.register_missing(base as usize, len).is_err() {
             // SAFETY: the mapping made above.
             unsafe { libc::munmap(base, len) };
@@ -79,70 +83,74 @@ impl Frames {
         }
         Some(Frames {
             base: base as usize,
-            full: (0..SLOTS as u32).collect(),
-            empty: Vec::with_capacity(SLOTS),
+            pages,
+            spare: VecDeque::with_capacity(MAX_SPARE + 1),
+            is_spare: vec![false; pages],
         })
     }
 
-    /// The address of `slot`.
-    pub fn addr(&self, slot: u32) -> usize {
-        self.base + slot as usize * PAGE_SIZE
+    /// The address of page `page`'s slot.
+    pub fn slot(&self, page: usize) -> usize {
+        self.base + page * PAGE_SIZE
     }
 
-    /// A slot holding a frame, to decompress into and then move into the
-    /// region with [`Frames::map`]; `None` if all are empty.
-    pub fn take_full(&mut self) -> Option<u32> {
-        self.full.pop()
+    /// A spare frame to rebuild `page` in before [`Frames::map`]: the
+    /// page's own if it has one, else any; `None` if none is spare.
+    /// Returns the slot (page number) the frame is in.
+    pub fn take_spare(&mut self, page: usize) -> Option<usize> {
+        let from = if self.is_spare[page] {
+            let i = self.spare.iter().position(|&p| p as usize == page).expect("listed");
+            self.spare.remove(i);
+            page
+        } else {
+            self.spare.pop_back()? as usize
+        };
+        self.is_spare[from] = false;
+        Some(from)
     }
 
-    /// Moves the frame of full `slot` to the region page at `dst` (not
-    /// mapped). The slot is empty afterwards.
-    pub fn map(&mut self, uffd: &Uffd, slot: u32, dst: usize) -> Result<(), nix::errno::Errno> {
-        let r = uffd.move_pages(dst, self.addr(slot), PAGE_SIZE);
-        match r {
-            Ok(()) => self.empty.push(slot),
-            Err(_) => self.full.push(slot),
-        }
-        r
+    /// Gives back a frame taken with [`Frames::take_spare`] and not moved.
+    pub fn give_back(&mut self, slot: usize) {
+        self.is_spare[slot] = true;
+        self.spare.push_back(slot as u32);
     }
 
-    /// Moves the region page at `src` (mapped) into an empty slot, which
-    /// then holds it; returns the slot.
+    /// Moves the frame in `slot` to region page `dst` (not mapped).
+    ///
+    /// # Errors
+    ///
+    /// The move's error; the frame is then still in `slot`.
+    pub fn map(&mut self, uffd: &Uffd, slot: usize, dst: usize) -> Result<(), Errno> {
+        uffd.move_pages(dst, self.slot(slot), PAGE_SIZE)
+    }
+
+    /// Moves region page `page` (mapped at `src`) to its slot.
     ///
     /// # Errors
     ///
     /// The move's error (`EBUSY` for a page shared with a forked child);
     /// the page is then still mapped at `src`.
-    pub fn evict(&mut self, uffd: &Uffd, src: usize) -> Result<u32, nix::errno::Errno> {
-        if self.empty.is_empty() {
-            self.drop_all();
-        }
-        let slot = self.empty.pop().expect("drop_all empties every slot");
-        match uffd.move_pages(self.addr(slot), src, PAGE_SIZE) {
-            Ok(()) => {
-                self.full.push(slot);
-                Ok(slot)
-            }
-            Err(e) => {
-                self.empty.push(slot);
-                Err(e)
-            }
-        }
+    pub fn park(&mut self, uffd: &Uffd, page: usize, src: usize) -> Result<(), Errno> {
+        debug_assert!(!self.is_spare[page], "a resident page's slot is empty");
+        uffd.move_pages(self.slot(page), src, PAGE_SIZE)
     }
 
-    /// Frees every frame of the area: one `MADV_DONTNEED`.
-    fn drop_all(&mut self) {
-        // SAFETY: our own mapping; nothing refers to its contents.
-        unsafe { libc::madvise(self.base as *mut libc::c_void, SLOTS * PAGE_SIZE, libc::MADV_DONTNEED) };
-        self.full.clear();
-        self.empty.clear();
-        self.empty.extend(0..SLOTS as u32);
+    /// Page `page` left memory and its frame, in its slot, is spare now.
+    pub fn release(&mut self, page: usize) {
+        self.is_spare[page] = true;
+        self.spare.push_back(page as u32);
+        if self.spare.len() > MAX_SPARE {
+            let oldest = self.spare.pop_front().expect("over the cap") as usize;
+            self.is_spare[oldest] = false;
+            // SAFETY: a slot of our shadow holding a frame nothing refers to.
+            unsafe { libc::madvise(self.slot(oldest) as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) };
+        }
     }
 }
 
 impl Drop for Frames {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, which nothing outlives.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, SLOTS * PAGE_SIZE) };
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.pages * PAGE_SIZE) };
     }
 }

@@ -35,14 +35,15 @@ use crate::frames::Frames;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
 use crate::uffd::{Fault, Uffd};
+use ccvm_policy::Traps;
 
 /// Where a page's bytes are while it is rebuilt or evicted.
 #[derive(Clone, Copy)]
 enum Target {
     /// The pager's own buffer (`Pager::page`).
     Buffer,
-    /// A staging frame (see the `frames` module).
-    Frame(u32),
+    /// The frame in a page's shadow slot (see the `frames` module).
+    Frame(usize),
 }
 
 /// Exit status when paging cannot go on safely.
@@ -51,7 +52,10 @@ pub const FATAL_EXIT: i32 = 3;
 #[derive(Clone, Copy)]
 enum PageState {
     Untouched,
+    /// Mapped in the region.
     Resident,
+    /// Uncompressed, its frame in its shadow slot: a touch faults.
+    Trapped,
     Compressed,
     Swapped(SwapSlot),
 }
@@ -73,8 +77,12 @@ pub(crate) struct Pager {
     moved: Vec<(u64, SwapSlot)>,
     page: AlignedBuf,
     payload: AlignedBuf,
-    /// Staging frames for `UFFDIO_MOVE`, when the kernel has it.
+    /// The region's shadow, for `UFFDIO_MOVE`, when the kernel has it.
     frames: Option<Frames>,
+    /// Which resident pages are trapped (with a shadow only).
+    traps: Option<Traps>,
+    /// Pages to trap, reused.
+    to_trap: Vec<u64>,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -101,13 +109,15 @@ impl Pager {
         policy: Box<dyn Policy>,
         trace: Option<TraceWriter>,
         move_frames: bool,
+        trap_share: f64,
     ) -> Pager {
         let stats = RuntimeStats {
             uncompressed_pages: policy.uncompressed_limit(),
             cache_budget: policy.cache_limit(),
             ..RuntimeStats::default()
         };
-        let frames = if move_frames { Frames::new(&uffd) } else { None };
+        let frames = if move_frames { Frames::new(&uffd, pages) } else { None };
+        let traps = (frames.is_some() && trap_share > 0.0).then(|| Traps::new(trap_share));
         let mut pager = Pager {
             uffd,
             base,
@@ -125,6 +135,8 @@ impl Pager {
             page: AlignedBuf::new(PAGE_SIZE),
             payload: AlignedBuf::new(PAGE_SIZE),
             frames: None,
+            traps,
+            to_trap: Vec::new(),
             stats,
             timers: Timers::new(),
         };
@@ -171,6 +183,8 @@ impl Pager {
         s.latency_cache = Timers::summary(&self.timers.cache);
         s.latency_disk = Timers::summary(&self.timers.disk);
         s.latency_zero = Timers::summary(&self.timers.zero);
+        s.latency_trap = Timers::summary(&self.timers.trap);
+        s.pages_trapped = self.traps.as_ref().map_or(0, Traps::trapped);
         self.snapshot = s;
     }
 
@@ -195,8 +209,8 @@ impl Pager {
 
     /// A buffer to rebuild a page in before it is mapped: a staging frame
     /// when one is free (mapped by moving it), else `self.page`.
-    fn target(&mut self) -> Target {
-        match self.frames.as_mut().and_then(Frames::take_full) {
+    fn target(&mut self, page: usize) -> Target {
+        match self.frames.as_mut().and_then(|f| f.take_spare(page)) {
             Some(slot) => Target::Frame(slot),
             None => Target::Buffer,
         }
@@ -207,7 +221,7 @@ impl Pager {
         match target {
             Target::Buffer => &mut self.page,
             Target::Frame(slot) => {
-                let addr = self.frames.as_ref().expect("a frame target has frames").addr(slot);
+                let addr = self.frames.as_ref().expect("a frame target has frames").slot(slot);
                 // SAFETY: a full staging slot: a mapped page of ours that
                 // nothing else refers to.
                 unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, PAGE_SIZE) }
@@ -224,7 +238,11 @@ impl Pager {
             Target::Buffer => unsafe { self.uffd.copy(self.page.as_ptr(), dst, PAGE_SIZE) },
             Target::Frame(slot) => {
                 let frames = self.frames.as_mut().expect("a frame target has frames");
-                frames.map(&self.uffd, slot, dst)
+                let r = frames.map(&self.uffd, slot, dst);
+                if r.is_err() {
+                    frames.give_back(slot);
+                }
+                r
             }
         };
         match r {
@@ -242,17 +260,41 @@ impl Pager {
                 self.wake(page);
                 return;
             }
+            PageState::Trapped => {
+                // Its frame is in its shadow slot, as it was left.
+                self.map_page(page, Target::Frame(page));
+                self.stats.faults_trap += 1;
+                self.timers
+                    .trap
+                    .saturating_record((started.elapsed().as_nanos() as u64).max(1));
+                self.state[page] = PageState::Resident;
+                if let Some(traps) = &mut self.traps {
+                    traps.touch(page as u64);
+                }
+                self.record(page, write);
+                self.policy.touch(page as u64, Level::Uncompressed, &mut self.actions);
+                self.after_touch();
+                return;
+            }
             PageState::Untouched => {
-                match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
-                    Ok(()) => {}
-                    Err(nix::errno::Errno::EEXIST) => self.wake(page),
-                    Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
+                // A spare frame, zeroed, saves the kernel allocating and
+                // zeroing one at the first write; else the zero page.
+                match self.target(page) {
+                    Target::Frame(slot) => {
+                        self.target_bytes(Target::Frame(slot)).fill(0);
+                        self.map_page(page, Target::Frame(slot));
+                    }
+                    Target::Buffer => match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
+                        Ok(()) => {}
+                        Err(nix::errno::Errno::EEXIST) => self.wake(page),
+                        Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
+                    },
                 }
                 self.stats.faults_zero += 1;
                 Level::New
             }
             PageState::Compressed => {
-                let target = self.target();
+                let target = self.target(page);
                 let out = self.target_bytes(target);
                 // SAFETY: `out` is our buffer or staging frame, not part of
                 // the store; detach it from `self` to lend the store.
@@ -271,7 +313,7 @@ impl Pager {
                     Ok(s) => s,
                     Err(e) => fatal(e),
                 };
-                let target = self.target();
+                let target = self.target(page);
                 self.decode(page, stored, target);
                 self.map_page(page, target);
                 self.stats.faults_disk += 1;
@@ -287,14 +329,41 @@ impl Pager {
         timer.saturating_record(ns.max(1));
         self.state[page] = PageState::Resident;
         self.resident += 1;
+        if let Some(traps) = &mut self.traps {
+            traps.resident(page as u64);
+        }
+        self.record(page, write);
+        self.policy.touch(page as u64, from, &mut self.actions);
+        self.after_touch();
+    }
+
+    fn record(&mut self, page: usize, write: bool) {
         if let Some(t) = &mut self.trace {
             if let Err(e) = t.reference(page as u64, write) {
                 fatal(format!("writing the trace: {e}"));
             }
         }
-        self.policy.touch(page as u64, from, &mut self.actions);
+    }
+
+    /// Carries out the policy's evictions, keeps the budget, and traps the
+    /// pages that now should be.
+    fn after_touch(&mut self) {
         self.run_actions();
         self.keep_within_ram();
+        let Some(traps) = &mut self.traps else {
+            return;
+        };
+        let mut to_trap = std::mem::take(&mut self.to_trap);
+        traps.rebalance(&mut to_trap);
+        for p in to_trap.drain(..) {
+            let page = p as usize;
+            let frames = self.frames.as_mut().expect("traps come with a shadow");
+            match frames.park(&self.uffd, page, self.base + page * PAGE_SIZE) {
+                Ok(()) => self.state[page] = PageState::Trapped,
+                Err(_) => self.traps.as_mut().expect("checked").untrap(p),
+            }
+        }
+        self.to_trap = to_trap;
     }
 
     /// Rebuilds a page read from disk (in `self.payload`) into `target`.
@@ -333,9 +402,15 @@ impl Pager {
     fn evict(&mut self, page: usize) -> Target {
         let addr = self.addr(page);
         self.resident -= 1;
+        if let Some(traps) = &mut self.traps {
+            traps.evicted(page as u64);
+        }
+        if matches!(self.state[page], PageState::Trapped) {
+            return Target::Frame(page);
+        }
         if let Some(frames) = &mut self.frames {
-            if let Ok(slot) = frames.evict(&self.uffd, addr) {
-                return Target::Frame(slot);
+            if frames.park(&self.uffd, page, addr).is_ok() {
+                return Target::Frame(page);
             }
         }
         if let Err(e) = self.uffd.write_protect(addr, PAGE_SIZE) {
@@ -359,6 +434,14 @@ impl Pager {
         // SAFETY: our buffer or a full staging frame, which nothing
         // writes while the eviction that filled it is carried out.
         unsafe { std::slice::from_raw_parts(bytes.as_ptr(), PAGE_SIZE) }
+    }
+
+    /// The evicted page's bytes in `target` are no longer needed: a frame
+    /// becomes spare.
+    fn done_with(&mut self, target: Target) {
+        if let (Target::Frame(slot), Some(frames)) = (target, &mut self.frames) {
+            frames.release(slot);
+        }
     }
 
     fn write_swap(&mut self, page: usize, stored: Stored, bytes: &[u8]) {
@@ -394,6 +477,7 @@ impl Pager {
                     }
                 }
                 self.compress(page, bytes);
+                self.done_with(target);
             }
             Action::SwapOut(p) => {
                 let page = p as usize;
@@ -401,6 +485,7 @@ impl Pager {
                 let bytes = self.evicted(target);
                 self.write_swap(page, Stored::Raw, bytes);
                 self.stats.pages_swapped_raw += 1;
+                self.done_with(target);
             }
             Action::Spill(p) => {
                 let page = p as usize;
@@ -455,6 +540,8 @@ impl Pager {
         if !over(self) {
             return;
         }
+        // Giving back a chunk or two is cheaper than spilling a page.
+        while over(self) && self.store.reclaim_chunk() {}
         self.store.compact_when_due();
         while over(self) && self.policy.make_room(&mut self.actions) {
             self.run_actions();

@@ -78,6 +78,12 @@ impl Region {
                 config.ram_bytes
             )));
         }
+        if !(0.0..=1.0).contains(&config.trap_share) {
+            return Err(RuntimeError::Config(format!(
+                "trap share {} is not between 0 and 1",
+                config.trap_share
+            )));
+        }
         if !(0.0..=1.0).contains(&config.uncompressed_share) {
             return Err(RuntimeError::Config(format!(
                 "uncompressed share {} is not between 0 and 1",
@@ -163,6 +169,7 @@ impl Region {
             policy,
             trace,
             config.move_frames,
+            config.trap_share,
         )));
         let handler = match config.fault_mode {
             FaultMode::Signal => {

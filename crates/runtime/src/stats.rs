@@ -28,6 +28,9 @@ pub struct RuntimeStats {
     pub faults_cache: u64,
     /// Faults served from the swap file.
     pub faults_disk: u64,
+    /// Touches of trapped pages (uncompressed, unmapped so that the policy
+    /// sees their references): served by mapping them back.
+    pub faults_trap: u64,
     /// Fault events for pages already mapped (another thread's fault on
     /// the same page, served once) and write-protect faults raised during
     /// an eviction.
@@ -55,6 +58,10 @@ pub struct RuntimeStats {
     pub latency_disk: Latency,
     /// Service time of first touches.
     pub latency_zero: Latency,
+    /// Service time of touches of trapped pages.
+    pub latency_trap: Latency,
+    /// Pages trapped at the end.
+    pub pages_trapped: usize,
     /// Most uncompressed pages allowed.
     pub uncompressed_pages: usize,
     /// Most bytes the compression cache may use.
@@ -73,6 +80,7 @@ pub(crate) struct Timers {
     pub cache: Histogram<u64>,
     pub disk: Histogram<u64>,
     pub zero: Histogram<u64>,
+    pub trap: Histogram<u64>,
 }
 
 impl Timers {
@@ -82,6 +90,7 @@ impl Timers {
             cache: h(),
             disk: h(),
             zero: h(),
+            trap: h(),
         }
     }
 

@@ -70,23 +70,27 @@ fn sequential_passes_over_four_times_the_budget() {
 /// protection) keeps every thread's writes.
 #[test]
 fn many_threads_against_a_model() {
-    for (fault_mode, move_frames) in [
-        (FaultMode::Signal, true),
-        (FaultMode::Signal, false),
-        (FaultMode::Thread, true),
-        (FaultMode::Thread, false),
+    for (fault_mode, move_frames, trap_share) in [
+        (FaultMode::Signal, true, 0.0),
+        (FaultMode::Signal, false, 0.0),
+        (FaultMode::Thread, true, 0.0),
+        (FaultMode::Thread, false, 0.0),
+        (FaultMode::Signal, true, 0.3),
+        (FaultMode::Thread, true, 0.3),
     ] {
         let ram = 128 * 4096;
         let config = RuntimeConfig {
             fault_mode,
             move_frames,
+            trap_share,
             ..config(ram, 0.5, "fixed")
         };
-        threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
+        let stats = threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
+        assert_eq!(stats.faults_trap > 0, trap_share > 0.0, "{stats:?}");
     }
 }
 
-fn threads_against_a_model(region: Region) {
+fn threads_against_a_model(region: Region) -> ccvm_runtime::RuntimeStats {
     let words = region.atomics();
     let threads = 4;
     // Each thread owns the words i with i % threads == t, so the model is
@@ -116,15 +120,20 @@ fn threads_against_a_model(region: Region) {
     let stats = region.finish().unwrap();
     eprintln!("{stats:?}");
     assert!(stats.faults_cache > 0 && stats.faults_disk > 0, "{stats:?}");
+    stats
 }
 
 #[test]
 fn random_faults_make_the_swap_file_clean_itself_without_losing_a_page() {
     // Pages leave and come back in random order, so clusters of the swap
     // file empty only partly and the cleaner must move their live pages.
-    for (policy, share) in [("none", 1.0), ("fixed", 0.5)] {
+    for (policy, share, trap_share) in [("none", 1.0, 0.0), ("fixed", 0.5, 0.0), ("adaptive", 0.5, 0.4)] {
         let ram = 64 * 4096;
-        let mut region = Region::new(8 * ram as usize, config(ram, share, policy)).unwrap();
+        let config = RuntimeConfig {
+            trap_share,
+            ..config(ram, share, policy)
+        };
+        let mut region = Region::new(8 * ram as usize, config).unwrap();
         let pages = region.len() / 4096;
         let mut model = vec![0u64; pages];
         let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -143,6 +152,10 @@ fn random_faults_make_the_swap_file_clean_itself_without_losing_a_page() {
             }
         }
         let stats = region.finish().unwrap();
+        if trap_share > 0.0 {
+            assert!(stats.faults_trap > 0, "{policy}: {stats:?}");
+            continue;
+        }
         assert!(
             stats.swap.cleaned > 0 && stats.swap.pages_moved > 0,
             "{policy}: {:?}",

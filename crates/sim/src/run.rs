@@ -15,6 +15,13 @@ pub struct SimConfig {
     pub disk_write_ns: f64,
     /// Multiplies measured codec times (CPU speed relative to this one).
     pub cpu_factor: f64,
+    /// Models the live runtime's trapped pages (`ccvm_policy::Traps`):
+    /// with `Some(share)`, a reference to an uncompressed page reaches the
+    /// policy only if that share of the oldest uncompressed pages holds it,
+    /// as only those fault live; with `None` every reference does (exact
+    /// recency), which equals the live runtime's traps off for a trace it
+    /// recorded (its traces hold only what faulted).
+    pub trap_share: Option<f64>,
 }
 
 impl Default for SimConfig {
@@ -23,6 +30,7 @@ impl Default for SimConfig {
             disk_read_ns: 5e6,
             disk_write_ns: 0.0,
             cpu_factor: 1.0,
+            trap_share: None,
         }
     }
 }
@@ -36,6 +44,8 @@ pub struct SimResult {
     pub cache_hits: u64,
     /// Touches served from disk.
     pub disk_faults: u64,
+    /// References to trapped pages (with [`SimConfig::trap_share`]).
+    pub trap_faults: u64,
     /// Pages compressed.
     pub compressions: u64,
     /// Pages decompressed (cache hits and compressed pages read from disk).
@@ -82,6 +92,8 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
     let mut r = SimResult::default();
     let mut actions = Vec::new();
     let mut codec_ns = 0u64;
+    let mut traps = config.trap_share.map(ccvm_policy::Traps::new);
+    let mut to_trap = Vec::new();
     for (t, &page) in trace.refs.iter().enumerate() {
         // Images recorded after reference t was counted (time t + 1) are
         // the contents its evictions compressed.
@@ -96,7 +108,16 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                 r.zero_faults += 1;
                 Level::New
             }
-            Where::Uncompressed => Level::Uncompressed,
+            Where::Uncompressed => {
+                if let Some(traps) = &mut traps {
+                    // A mapped page's reference is not seen.
+                    if !traps.touch(page as u64) {
+                        continue;
+                    }
+                    r.trap_faults += 1;
+                }
+                Level::Uncompressed
+            }
             Where::Compressed(id) => {
                 r.cache_hits += 1;
                 r.decompressions += 1;
@@ -114,6 +135,9 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                 Level::Disk
             }
         };
+        if let (Some(traps), false) = (&mut traps, from == Level::Uncompressed) {
+            traps.resident(page as u64);
+        }
         at[p] = Where::Uncompressed;
         policy.touch(page as u64, from, &mut actions);
         let mut i = 0;
@@ -130,6 +154,9 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                     };
                     r.compressions += 1;
                     at[v] = Where::Compressed(id);
+                    if let Some(traps) = &mut traps {
+                        traps.evicted(v as u64);
+                    }
                     // Follow-up spills join the end of the same list.
                     policy.compressed(v as u64, bytes + ENTRY_BYTES as u64, &mut actions);
                 }
@@ -144,11 +171,18 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                 Action::SwapOut(v) => {
                     r.disk_writes += 1;
                     at[v as usize] = Where::DiskRaw;
+                    if let Some(traps) = &mut traps {
+                        traps.evicted(v);
+                    }
                 }
             }
             i += 1;
         }
         actions.clear();
+        if let Some(traps) = &mut traps {
+            traps.rebalance(&mut to_trap);
+            to_trap.clear();
+        }
     }
     r.codec_ns = codec_ns as f64 * config.cpu_factor;
     r.paging_ns = r.disk_faults as f64 * config.disk_read_ns + r.disk_writes as f64 * config.disk_write_ns + r.codec_ns;

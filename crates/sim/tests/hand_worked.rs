@@ -64,6 +64,7 @@ fn no_compression_is_lru_with_every_eviction_written() {
         &SimConfig::default(),
     );
     let want = SimResult {
+        trap_faults: 0,
         zero_faults: 4,
         cache_hits: 0,
         disk_faults: 2,
@@ -95,6 +96,7 @@ fn fixed_split_counts_by_hand() {
         &SimConfig::default(),
     );
     let want = SimResult {
+        trap_faults: 0,
         zero_faults: 10,
         cache_hits: 1,
         disk_faults: 1,
@@ -255,6 +257,7 @@ fn adaptive_counts_by_hand() {
     let mut p = ccvm_policy::Adaptive::new(budget, costs_ns);
     let r = simulate(&t, &costs(5, 1984), &mut p, &SimConfig::default());
     let want = SimResult {
+        trap_faults: 0,
         zero_faults: 5,
         cache_hits: 9 + 8,
         disk_faults: 1,
@@ -274,4 +277,59 @@ fn adaptive_counts_by_hand() {
     simulate(&t, &costs(5, 1984), &mut p, &SimConfig::default());
     assert_eq!(p.target_share(), 0.10);
     assert_eq!(p.occupancy(), (3, 2, 0));
+}
+
+#[test]
+fn trapped_pages_by_hand() {
+    // Four frames, no cache. Trace 0 1 2 3 2 0 4 2 5 1 2.
+    // Half the resident pages trapped (the oldest): after 0..3, 0 and 1
+    // are trapped. 2 is mapped: unseen. 0 is trapped: seen, newest again,
+    // and 2 is trapped in its place. 4 evicts the oldest (1); 3 is
+    // trapped. 2: trapped, seen. 5 evicts 3; 0 trapped... 1: disk, evicts
+    // 0. 2: still resident (trapped), seen: 3 trapped touches in all.
+    let t = trace(&[0, 1, 2, 3, 2, 0, 4, 2, 5, 1, 2]);
+    let run = |share| {
+        let config = SimConfig {
+            trap_share: Some(share),
+            ..SimConfig::default()
+        };
+        simulate(&t, &costs(6, 1000), policy("none", 4, 1.0).as_mut(), &config)
+    };
+    let want = SimResult {
+        trap_faults: 3,
+        zero_faults: 6,
+        cache_hits: 0,
+        disk_faults: 1,
+        compressions: 0,
+        decompressions: 0,
+        disk_writes: 3,
+        codec_ns: 0.0,
+        paging_ns: 5e6,
+    };
+    assert_eq!(run(0.5), want);
+    // Nothing trapped: references to resident pages are never seen, so
+    // pages leave in fault order (FIFO): 4, 5, 1 and 2 evict 0, 1, 2, 3,
+    // and 1 and 2 come back from disk.
+    let fifo = SimResult {
+        trap_faults: 0,
+        disk_faults: 2,
+        disk_writes: 4,
+        paging_ns: 2.0 * 5e6,
+        ..want
+    };
+    assert_eq!(run(0.0), fifo);
+    // Every page trapped is exact LRU, as with no trap model at all.
+    let exact = simulate(
+        &t,
+        &costs(6, 1000),
+        policy("none", 4, 1.0).as_mut(),
+        &SimConfig::default(),
+    );
+    assert_eq!(
+        SimResult {
+            trap_faults: 0,
+            ..run(1.0)
+        },
+        exact
+    );
 }

@@ -21,14 +21,24 @@ fn close(live: u64, sim: u64) -> bool {
 fn live_and_simulated_fault_counts_agree() {
     let size = 2usize << 20;
     let ram = 512u64 << 10;
-    for (workload, policy) in [("graph", "fixed"), ("hashindex", "fixed"), ("graph", "adaptive")] {
-        let path = std::env::temp_dir().join(format!("ccvm-lvs-{}-{workload}-{policy}.trace", std::process::id()));
+    for (workload, policy, trap_share) in [
+        ("graph", "fixed", 0.0),
+        ("hashindex", "fixed", 0.0),
+        ("graph", "adaptive", 0.0),
+        ("graph", "fixed", 0.25),
+        ("objheap", "adaptive", 0.25),
+    ] {
+        let path = std::env::temp_dir().join(format!(
+            "ccvm-lvs-{}-{workload}-{policy}-{trap_share}.trace",
+            std::process::id()
+        ));
         let w = ccvm_workload::by_name(workload).unwrap();
         let config = RuntimeConfig {
             ram_bytes: ram,
             uncompressed_share: 0.5,
             policy: policy.into(),
             codec: "wkdm".into(),
+            trap_share,
             trace: Some(TraceConfig {
                 path: path.clone(),
                 workload: workload.into(),
@@ -55,15 +65,40 @@ fn live_and_simulated_fault_counts_agree() {
             uncompressed_share: 0.5,
             costs,
         };
-        let mut p = ccvm_policy::by_name(policy, budget, params).unwrap();
-        let sim = simulate(&trace, &codec, p.as_mut(), &SimConfig::default());
-        eprintln!(
-            "{workload} {policy}: live zero/cache/disk {}/{}/{}, simulated {}/{}/{}",
-            live.faults_zero, live.faults_cache, live.faults_disk, sim.zero_faults, sim.cache_hits, sim.disk_faults
-        );
-        assert_eq!(sim.zero_faults, live.faults_zero);
-        assert!(close(live.faults_cache, sim.cache_hits), "{workload} {policy}: cache");
-        assert!(close(live.faults_disk, sim.disk_faults), "{workload} {policy}: disk");
+        // The trace holds what faulted live, trap hits included, so the
+        // simulator agrees with and without its model of the traps.
+        let models = if trap_share > 0.0 {
+            vec![None, Some(trap_share)]
+        } else {
+            vec![None]
+        };
+        for model in models {
+            let mut p = ccvm_policy::by_name(policy, budget, params).unwrap();
+            let sim_config = SimConfig {
+                trap_share: model,
+                ..SimConfig::default()
+            };
+            let sim = simulate(&trace, &codec, p.as_mut(), &sim_config);
+            eprintln!(
+                "{workload} {policy} traps {trap_share} (model {model:?}): live zero/cache/disk/trap {}/{}/{}/{}, \
+                 simulated {}/{}/{}/{}",
+                live.faults_zero,
+                live.faults_cache,
+                live.faults_disk,
+                live.faults_trap,
+                sim.zero_faults,
+                sim.cache_hits,
+                sim.disk_faults,
+                sim.trap_faults
+            );
+            assert_eq!(sim.zero_faults, live.faults_zero);
+            assert!(close(live.faults_cache, sim.cache_hits), "{workload} {policy}: cache");
+            assert!(close(live.faults_disk, sim.disk_faults), "{workload} {policy}: disk");
+            if model.is_some() {
+                assert!(live.faults_trap > 0, "{workload} {policy}: traps were on");
+                assert!(close(live.faults_trap, sim.trap_faults), "{workload} {policy}: trapped");
+            }
+        }
         std::fs::remove_file(path).unwrap();
     }
 }

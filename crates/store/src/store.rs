@@ -193,6 +193,8 @@ struct Inner {
     limit: usize,
     /// Sum of slot footprints.
     used: usize,
+    /// Per chunk number: the footprints of its slots.
+    chunk_used: Vec<usize>,
     /// Puts since the last compaction.
     puts_since_compaction: usize,
     stats: Stats,
@@ -271,6 +273,7 @@ impl Store {
             limit: config.memory_limit,
             used: 0,
             puts_since_compaction: 0,
+            chunk_used: Vec::new(),
             stats,
         };
         Ok(Store {
@@ -492,6 +495,14 @@ impl Store {
         moved
     }
 
+    /// Gives back one chunk by moving the slots of the emptiest one into
+    /// the others' free space, when they can hold them; whether it did.
+    /// The cheap alternative to [`Store::compact`] when the store must
+    /// shrink by a little.
+    pub fn reclaim_chunk(&self) -> bool {
+        self.inner.lock().expect("store lock").reclaim_chunk()
+    }
+
     /// Re-places every slot to gather free space, returning pages moved.
     /// Runs by itself when an allocation fails for fragmentation.
     pub fn compact(&self) -> usize {
@@ -619,8 +630,93 @@ impl Inner {
         }
         let chunk = self.chunks[slot.chunk as usize].as_mut().expect("slot in a held chunk");
         chunk[slot.offset as usize..slot.offset as usize + len].copy_from_slice(bytes);
-        self.used += self.alloc.footprint(len);
+        self.note_slot(slot, true);
         Ok(slot)
+    }
+
+    /// Counts `slot` in (or out of) the store's and its chunk's bytes.
+    fn note_slot(&mut self, slot: Slot, placed: bool) {
+        let f = self.alloc.footprint(slot.len as usize);
+        let c = slot.chunk as usize;
+        if self.chunk_used.len() <= c {
+            self.chunk_used.resize(c + 1, 0);
+        }
+        if placed {
+            self.used += f;
+            self.chunk_used[c] += f;
+        } else {
+            self.used -= f;
+            self.chunk_used[c] -= f;
+        }
+    }
+
+    /// Moves every slot out of the held chunk with the fewest bytes in
+    /// use and gives one chunk back; whether it did. Refuses (doing
+    /// nothing) unless the other chunks' free space holds that chunk's
+    /// bytes with a quarter to spare. Costs a scan of the table and a copy
+    /// of at most a chunk's bytes, where a full compaction moves every page.
+    fn reclaim_chunk(&mut self) -> bool {
+        let held: Vec<usize> = (0..self.chunks.len()).filter(|&c| self.chunks[c].is_some()).collect();
+        let Some(&c) = held
+            .iter()
+            .min_by_key(|&&c| self.chunk_used.get(c).copied().unwrap_or(0))
+        else {
+            return false;
+        };
+        let live = self.chunk_used.get(c).copied().unwrap_or(0);
+        let free_elsewhere = self.held * self.chunk_size - self.used - (self.chunk_size - live);
+        if held.len() < 2 || free_elsewhere < live + live / 4 {
+            return false;
+        }
+        let moving: Vec<(u64, Slot)> = self
+            .table
+            .iter()
+            .filter_map(|(&p, e)| match e.place {
+                Place::Compressed(s) | Place::Raw(s) if s.chunk as usize == c => Some((p, s)),
+                _ => None,
+            })
+            .collect();
+        let mut bytes = Vec::with_capacity(live);
+        for &(_, slot) in &moving {
+            bytes.extend_from_slice(self.bytes(slot));
+        }
+        for &(_, slot) in &moving {
+            self.note_slot(slot, false);
+            self.alloc.free(slot);
+        }
+        // Any empty chunk will do: they are alike.
+        let spare = self.alloc.pop_empty_chunk().expect("the emptied chunk is empty");
+        let mut spare_back = false;
+        let mut at = 0;
+        for (page, old) in moving {
+            let len = old.len as usize;
+            let new = match self.alloc.alloc(len) {
+                Some(s) => s,
+                None => {
+                    assert!(!spare_back, "a whole chunk holds any slot");
+                    spare_back = true;
+                    self.alloc.add_chunk(spare);
+                    self.alloc.alloc(len).expect("an empty chunk holds any slot")
+                }
+            };
+            let chunk = self.chunks[new.chunk as usize].as_mut().expect("slot in a held chunk");
+            chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&bytes[at..at + len]);
+            at += len;
+            self.note_slot(new, true);
+            let entry = self.table.get_mut(&page).expect("a moving page has an entry");
+            entry.place = match entry.place {
+                Place::Raw(_) => Place::Raw(new),
+                _ => Place::Compressed(new),
+            };
+            self.stats.pages_compacted += 1;
+        }
+        if spare_back {
+            return false;
+        }
+        let memory = self.chunks[spare as usize].take().expect("held chunk");
+        self.source.give_back(memory);
+        self.held -= 1;
+        true
     }
 
     /// Records `place` for `page_no`, freeing what it replaces.
@@ -665,7 +761,7 @@ impl Inner {
             }
         };
         s.compr_data_size -= slot.len as u64;
-        self.used -= self.alloc.footprint(slot.len as usize);
+        self.note_slot(slot, false);
         self.alloc.free(slot);
         true
     }
@@ -724,6 +820,8 @@ impl Inner {
             // The space just freed fits the slot again, so this succeeds.
             let new = self.alloc.alloc(len).expect("a freed slot fits again");
             if new != slot {
+                self.note_slot(slot, false);
+                self.note_slot(new, true);
                 let chunk = self.chunks[new.chunk as usize].as_mut().expect("slot in a held chunk");
                 chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&buf[..len]);
                 let entry = self.table.get_mut(&page).expect("entry of a placed page");

@@ -56,6 +56,11 @@ pub const WORKLOADS: &[Workload] = &[
         run: graph::run,
     },
     Workload {
+        name: "graph-mt",
+        about: "graph, with the PageRank iterations split over 4 threads (each adds into its own array)",
+        run: graph::run_threaded,
+    },
+    Workload {
         name: "sortmerge",
         about: "64-byte records: sorted runs, then a k-way merge into a second array",
         run: sortmerge::run,

@@ -9,8 +9,11 @@
 //! tree paid a pointer chase per level on every operation. First fit takes
 //! the lowest-numbered chunk that fits, so the oldest chunks fill first and
 //! the newest drain and are given back. Per chunk the map also keeps the
-//! bytes in use (to find empty chunks) and the longest free extent, so
-//! first fit skips every chunk that cannot hold the slot.
+//! bytes in use and the longest free extent, so first fit skips every
+//! chunk that cannot hold the slot; the longest extents are also kept per
+//! group of 64 chunks, so a store of thousands of chunks finds the first
+//! fit by scanning groups first. Chunks that become empty go on a list,
+//! so giving them back never scans the chunks.
 
 use super::{round_up, Slot, SlotAllocator};
 
@@ -40,9 +43,18 @@ pub struct ResourceMap {
     /// Per chunk number: the longest free extent (0 for chunks not held),
     /// kept in a flat array so first fit finds a chunk in one quick scan.
     longest: Vec<u32>,
+    /// Per group of [`GROUP`] chunks: the longest free extent in it.
+    group_longest: Vec<u32>,
+    /// Chunks that were empty when listed (may have been used since).
+    empties: Vec<u32>,
+    /// Per chunk number: whether it is on `empties`.
+    listed: Vec<bool>,
     /// Free extents over all chunks (for the bookkeeping estimate).
     extents: usize,
 }
+
+/// Chunks per group of the two-level first fit.
+const GROUP: usize = 64;
 
 impl ResourceMap {
     /// A resource map over chunks of `chunk_size` bytes.
@@ -59,12 +71,44 @@ impl ResourceMap {
             chunk_size,
             chunks: Vec::new(),
             longest: Vec::new(),
+            group_longest: Vec::new(),
+            empties: Vec::new(),
+            listed: Vec::new(),
             extents: 0,
         }
     }
 
     fn books(&mut self, chunk: u32) -> &mut ChunkBooks {
         self.chunks[chunk as usize].as_mut().expect("a chunk the map holds")
+    }
+
+    /// Sets a chunk's longest extent and its group's.
+    fn set_longest(&mut self, chunk: usize, l: u32) {
+        let was = std::mem::replace(&mut self.longest[chunk], l);
+        let g = chunk / GROUP;
+        if l >= self.group_longest[g] {
+            self.group_longest[g] = l;
+        } else if was == self.group_longest[g] {
+            let end = ((g + 1) * GROUP).min(self.longest.len());
+            self.group_longest[g] = self.longest[g * GROUP..end].iter().copied().max().unwrap_or(0);
+        }
+    }
+
+    /// The lowest-numbered chunk with a free extent of `need` bytes.
+    fn first_fit(&self, need: u32) -> Option<usize> {
+        let g = self.group_longest.iter().position(|&l| l >= need)?;
+        let start = g * GROUP;
+        let end = (start + GROUP).min(self.longest.len());
+        let i = self.longest[start..end].iter().position(|&l| l >= need)?;
+        Some(start + i)
+    }
+
+    fn list_if_empty(&mut self, chunk: u32) {
+        let c = chunk as usize;
+        if !self.listed[c] && self.chunks[c].as_ref().is_some_and(|b| b.used == 0) {
+            self.listed[c] = true;
+            self.empties.push(chunk);
+        }
     }
 }
 
@@ -82,7 +126,7 @@ impl SlotAllocator for ResourceMap {
             return None;
         }
         let need = round_up(len) as u32;
-        let chunk = self.longest.iter().position(|&l| l >= need)? as u32;
+        let chunk = self.first_fit(need)? as u32;
         let was_longest = self.longest[chunk as usize];
         let books = self.books(chunk);
         let i = books
@@ -101,7 +145,7 @@ impl SlotAllocator for ResourceMap {
         books.used += need as usize;
         if have == was_longest {
             let l = books.longest();
-            self.longest[chunk as usize] = l;
+            self.set_longest(chunk as usize, l);
         }
         self.extents -= removed;
         Some(Slot {
@@ -143,8 +187,10 @@ impl SlotAllocator for ResourceMap {
             }
         };
         self.extents = self.extents.wrapping_add_signed(added);
-        let longest = &mut self.longest[slot.chunk as usize];
-        *longest = (*longest).max(merged);
+        let c = slot.chunk as usize;
+        let l = self.longest[c].max(merged);
+        self.set_longest(c, l);
+        self.list_if_empty(slot.chunk);
     }
 
     fn add_chunk(&mut self, chunk: u32) {
@@ -152,28 +198,34 @@ impl SlotAllocator for ResourceMap {
         if self.chunks.len() <= c {
             self.chunks.resize_with(c + 1, || None);
             self.longest.resize(c + 1, 0);
+            self.listed.resize(c + 1, false);
+            self.group_longest.resize(c / GROUP + 1, 0);
         }
         assert!(self.chunks[c].is_none(), "chunk {chunk} is already held");
         self.chunks[c] = Some(ChunkBooks {
             free: vec![(0, self.chunk_size as u32)],
             used: 0,
         });
-        self.longest[c] = self.chunk_size as u32;
+        self.set_longest(c, self.chunk_size as u32);
         self.extents += 1;
+        self.list_if_empty(chunk);
     }
 
     fn pop_empty_chunk(&mut self) -> Option<u32> {
-        let chunk = self
-            .chunks
-            .iter()
-            .rposition(|b| b.as_ref().is_some_and(|b| b.used == 0))?;
+        let chunk = loop {
+            let c = self.empties.pop()? as usize;
+            self.listed[c] = false;
+            if self.chunks[c].as_ref().is_some_and(|b| b.used == 0) {
+                break c;
+            }
+        };
         let books = self.chunks[chunk].take().expect("found held");
         debug_assert_eq!(
             books.free,
             [(0, self.chunk_size as u32)],
             "an empty chunk is one extent"
         );
-        self.longest[chunk] = 0;
+        self.set_longest(chunk, 0);
         self.extents -= books.free.len();
         Some(chunk as u32)
     }
@@ -185,6 +237,6 @@ impl SlotAllocator for ResourceMap {
     fn metadata_bytes(&self) -> usize {
         // An extent is 8 bytes in its vector (plus spare capacity, counted
         // at half again); a chunk's books and longest-extent entry ~48.
-        self.extents * 12 + self.chunks.len() * 48
+        self.extents * 12 + self.chunks.len() * 50
     }
 }

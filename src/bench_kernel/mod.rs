@@ -1,0 +1,390 @@
+//! `ccvm bench kernel`: a built-in workload under the kernel's own
+//! compressed swap (a memory cgroup limit with zram or zswap behind it)
+//! against `ccvm run` with the same total memory.
+//!
+//! Each run is a child process, so each starts with a cold heap and its
+//! own counters: the kernel's runs are `ccvm bench plain-child` (the
+//! workload in a plain `Vec`) placed in the cgroup before it starts, and
+//! ccvm's are `ccvm run --json`. "Same total memory" is the cgroup limit
+//! plus the most memory zram held during the run (its `mem_used_max`),
+//! since zram's pool is not charged to the cgroup.
+
+mod setup;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use crate::report::{self, Row};
+use crate::Format;
+
+pub use setup::{check_machine, zram_available};
+use setup::{Cgroup, Zram, Zswap};
+
+/// One workload at one size and cgroup limit.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// Workload name.
+    pub workload: String,
+    /// Its memory, bytes.
+    pub size: u64,
+    /// The cgroup's memory limit, bytes.
+    pub limit: u64,
+}
+
+/// Parses `NAME:SIZE:LIMIT`, e.g. `graph:256M:128M`.
+pub fn parse_case(s: &str) -> Result<Case, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let [workload, size, limit] = parts[..] else {
+        return Err(format!(
+            "'{s}' is not a case; write NAME:SIZE:LIMIT, e.g. graph:256M:128M"
+        ));
+    };
+    ccvm_workload::by_name(workload)?;
+    let size = crate::live::parse_bytes(size)?;
+    let limit = crate::live::parse_bytes(limit)?;
+    if limit >= size {
+        return Err(format!(
+            "in '{s}' the limit is not below the size: nothing would be swapped"
+        ));
+    }
+    Ok(Case {
+        workload: workload.into(),
+        size,
+        limit,
+    })
+}
+
+/// What one child run reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlainRun {
+    /// The workload's checksum.
+    pub checksum: u64,
+    /// Its wall time, seconds.
+    pub wall_s: f64,
+    /// Major page faults (swap-ins) of the process.
+    pub major_faults: u64,
+}
+
+/// `ccvm bench plain-child`: runs the workload in plain memory and prints
+/// a [`PlainRun`] as JSON.
+pub fn plain_child(workload: &str, size: u64, seed: u64) -> anyhow::Result<()> {
+    let w = ccvm_workload::by_name(workload).map_err(anyhow::Error::msg)?;
+    let (checksum, wall) = crate::live::plain(&w, size, seed);
+    // SAFETY: getrusage with a valid out-pointer.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let run = PlainRun {
+        checksum,
+        wall_s: wall.as_secs_f64(),
+        major_faults: usage.ru_majflt as u64,
+    };
+    println!("{}", serde_json::to_string(&run)?);
+    Ok(())
+}
+
+/// A row of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelRow {
+    /// `workload size`.
+    pub case: String,
+    /// What ran: plain, kernel zram-lz4, ccvm, …
+    pub system: String,
+    /// Memory it held: the limit plus what compressed swap held at its peak.
+    pub memory_mib: f64,
+    /// Median wall time of the runs, seconds.
+    pub wall_s: f64,
+    /// Wall time over plain memory's.
+    pub slowdown: f64,
+    /// Faults that brought a page back (major faults; ccvm: cache + disk).
+    pub faults: u64,
+    /// Every run's checksum equals plain memory's.
+    pub checksum_ok: bool,
+    /// Runs whose median is shown.
+    pub runs: usize,
+    /// Attempts the cgroup's OOM killer ended (each was tried again).
+    pub oom_kills: usize,
+}
+
+impl Row for KernelRow {
+    fn headers() -> &'static [&'static str] {
+        &[
+            "case",
+            "system",
+            "memory MiB",
+            "wall s",
+            "slowdown",
+            "faults",
+            "checksum",
+            "runs",
+            "OOM kills",
+        ]
+    }
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.case.clone(),
+            self.system.clone(),
+            format!("{:.1}", self.memory_mib),
+            format!("{:.2}", self.wall_s),
+            format!("{:.2}x", self.slowdown),
+            self.faults.to_string(),
+            if self.checksum_ok { "ok" } else { "DIFFERS" }.into(),
+            self.runs.to_string(),
+            self.oom_kills.to_string(),
+        ]
+    }
+}
+
+/// What `ccvm bench kernel` runs.
+pub struct Plan {
+    /// The cases.
+    pub cases: Vec<Case>,
+    /// The kernel setups: zram-ALGORITHM or zswap.
+    pub kernels: Vec<String>,
+    /// Runs per row (the median is shown).
+    pub runs: usize,
+    /// Folder of zswap's swap file.
+    pub swap_dir: PathBuf,
+    /// Extra `ccvm run` flags (e.g. `--policy adaptive`).
+    pub ccvm_args: Vec<String>,
+    /// Also run ccvm at the cgroup limit (less memory than the kernel).
+    pub at_limit: bool,
+}
+
+/// The demo's case: small enough to keep the demo under a minute, large
+/// enough that the kernel completes under its limit.
+pub fn demo_case() -> Case {
+    parse_case("graph:128M:80M").expect("a valid case")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+/// Runs the workload in a child, in `cgroup` if given; samples `probe`
+/// (memory held by compressed swap) every 10 ms and returns its peak.
+fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<(PlainRun, u64)> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["bench", "plain-child", "--workload", &case.workload, "--size"])
+        .arg(case.size.to_string())
+        .stdout(Stdio::piped());
+    let procs = match cgroup {
+        Some(cg) => Some(std::ffi::CString::new(cg.procs().to_string_lossy().into_owned())?),
+        None => None,
+    };
+    // SAFETY: the hook runs in the child between fork and exec and makes
+    // only async-signal-safe calls (prctl, open, write, close).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            // 4 KiB pages, as ccvm's regions use: with transparent huge
+            // pages the kernel swaps 2 MiB folios, and its cgroup OOM
+            // killer ended runs while charging their swap-ins.
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+            if let Some(procs) = &procs {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // "0" names the writing process itself.
+                let ok = libc::write(fd, b"0\n".as_ptr().cast(), 2) == 2;
+                libc::close(fd);
+                if !ok {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        })
+    };
+    let child = cmd.spawn().context("starting the workload child")?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (out, peak) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(probe());
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            peak
+        });
+        let out = child.wait_with_output();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (out, sampler.join().expect("the sampler does not panic"))
+    });
+    let out = out?;
+    if std::os::unix::process::ExitStatusExt::signal(&out.status) == Some(libc::SIGKILL) && cgroup.is_some() {
+        bail!("killed by the cgroup's OOM killer");
+    }
+    if !out.status.success() {
+        bail!("the workload child failed ({})", out.status);
+    }
+    let run: PlainRun = serde_json::from_slice(&out.stdout).context("reading the child's report")?;
+    Ok((run, peak))
+}
+
+/// `ccvm run --json` in a child: (wall s, cache + disk faults, checksum ok).
+fn ccvm_run(case: &Case, ram: u64, extra: &[String]) -> anyhow::Result<(f64, u64, bool)> {
+    let exe = std::env::current_exe()?;
+    let out = Command::new(exe)
+        .args(["run", "--json", "--workload", &case.workload, "--size"])
+        .arg(case.size.to_string())
+        .arg("--ram")
+        .arg(ram.to_string())
+        .args(extra)
+        .output()
+        .context("starting ccvm run")?;
+    if !out.status.success() {
+        bail!("ccvm run failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading ccvm run's report")?;
+    let num = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    Ok((
+        num("/wall_s"),
+        (num("/stats/faults_cache") + num("/stats/faults_disk")) as u64,
+        v.pointer("/checksum_ok")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
+    ))
+}
+
+/// Runs the plan and prints the table.
+///
+/// # Errors
+///
+/// Not root, swap already in use, no memory cgroup, a setup step or a
+/// child that failed.
+pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
+    check_machine()?;
+    let mut rows = Vec::new();
+    for case in &plan.cases {
+        let label = format!("{} {}M", case.workload, case.size >> 20);
+        eprintln!("{label}: plain memory");
+        let mut plain_runs = Vec::new();
+        for _ in 0..plan.runs {
+            plain_runs.push(plain_in(case, None, || 0)?.0);
+        }
+        let want = plain_runs[0].checksum;
+        let plain_s = median(plain_runs.iter().map(|r| r.wall_s).collect());
+        rows.push(KernelRow {
+            case: label.clone(),
+            system: "plain memory".into(),
+            memory_mib: mib(case.size),
+            wall_s: plain_s,
+            slowdown: 1.0,
+            faults: 0,
+            checksum_ok: plain_runs.iter().all(|r| r.checksum == want),
+            runs: plan.runs,
+            oom_kills: 0,
+        });
+        let mut equal_total = None;
+        for kernel in &plan.kernels {
+            eprintln!("{label}: kernel {kernel}, limit {}M", case.limit >> 20);
+            let (mut walls, mut faults, mut peaks, mut ok) = (Vec::new(), Vec::new(), Vec::new(), true);
+            let mut charged = false;
+            let mut killed = None;
+            let mut oom_kills = 0;
+            for _attempt in 0..3 * plan.runs {
+                if walls.len() == plan.runs {
+                    break;
+                }
+                let result = if let Some(alg) = kernel.strip_prefix("zram-") {
+                    let _zram = Zram::new(alg, 2 * case.size)?;
+                    let cg = Cgroup::new(case.limit)?;
+                    plain_in(case, Some(&cg), || Zram::memory().0).map(|(run, _)| (run, Zram::memory().1))
+                } else if let Some(alg) = kernel.strip_prefix("zswap-") {
+                    let _zswap = Zswap::new(&plan.swap_dir, 2 * case.size, alg)?;
+                    let cg = Cgroup::new(case.limit)?;
+                    charged = cg.charges_zswap();
+                    plain_in(case, Some(&cg), Zswap::pool_bytes)
+                } else {
+                    bail!("unknown kernel setup '{kernel}'; use zram-ALGORITHM or zswap-ALGORITHM");
+                };
+                let (run, peak) = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("{label}: kernel {kernel}: {e:#}; trying again");
+                        oom_kills += 1;
+                        killed = Some(format!("{e:#}"));
+                        continue;
+                    }
+                };
+                ok &= run.checksum == want;
+                walls.push(run.wall_s);
+                faults.push(run.major_faults as f64);
+                peaks.push(peak as f64);
+            }
+            if walls.is_empty() {
+                rows.push(KernelRow {
+                    case: label.clone(),
+                    system: format!("kernel {kernel}: {}", killed.unwrap_or_default()),
+                    memory_mib: mib(case.limit),
+                    wall_s: f64::NAN,
+                    slowdown: f64::NAN,
+                    faults: 0,
+                    checksum_ok: false,
+                    runs: 0,
+                    oom_kills,
+                });
+                continue;
+            }
+            let runs = walls.len();
+            let peak = median(peaks) as u64;
+            let held = case.limit + if charged { 0 } else { peak };
+            if equal_total.is_none() && kernel.starts_with("zram-") {
+                equal_total = Some(held);
+            }
+            let wall_s = median(walls);
+            rows.push(KernelRow {
+                case: label.clone(),
+                system: format!("kernel {kernel}"),
+                memory_mib: mib(held),
+                wall_s,
+                slowdown: wall_s / plain_s,
+                faults: median(faults) as u64,
+                checksum_ok: ok,
+                runs,
+                oom_kills,
+            });
+        }
+        let mut ccvm_rams = Vec::new();
+        if plan.at_limit {
+            ccvm_rams.push(("at the cgroup limit", case.limit));
+        }
+        if let Some(total) = equal_total {
+            ccvm_rams.insert(0, ("equal total memory", total));
+        }
+        for (what, ram) in ccvm_rams {
+            eprintln!("{label}: ccvm, {what} ({:.0}M)", mib(ram));
+            let (mut walls, mut faults, mut ok) = (Vec::new(), Vec::new(), true);
+            for _ in 0..plan.runs {
+                let (wall, f, good) = ccvm_run(case, ram, &plan.ccvm_args)?;
+                walls.push(wall);
+                faults.push(f as f64);
+                ok &= good;
+            }
+            let wall_s = median(walls);
+            rows.push(KernelRow {
+                case: label.clone(),
+                system: format!("ccvm, {what}"),
+                memory_mib: mib(ram),
+                wall_s,
+                slowdown: wall_s / plain_s,
+                faults: median(faults) as u64,
+                checksum_ok: ok,
+                runs: plan.runs,
+                oom_kills: 0,
+            });
+        }
+    }
+    report::print(&rows, format)
+}

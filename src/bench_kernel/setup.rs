@@ -1,0 +1,242 @@
+//! The kernel's own compressed swap, set up for one run and torn down
+//! after it: a memory cgroup that limits the workload, and zram or zswap
+//! behind it.
+//!
+//! Every piece is a guard whose `Drop` undoes it, so an error or a panic
+//! half-way leaves the machine as it was. Nothing is set up over a swap
+//! setup that was there before: [`check_machine`] refuses first.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+const ZRAM: &str = "/sys/block/zram0";
+const ZSWAP: &str = "/sys/module/zswap/parameters";
+
+fn write(path: impl AsRef<Path>, value: &str) -> anyhow::Result<()> {
+    let path = path.as_ref();
+    std::fs::write(path, value).with_context(|| format!("writing '{value}' to {}", path.display()))
+}
+
+fn read(path: impl AsRef<Path>) -> anyhow::Result<String> {
+    let path = path.as_ref();
+    Ok(std::fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .trim()
+        .to_string())
+}
+
+fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {program} (is util-linux installed?)"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Checks that this process may set up swap and that none is set up.
+///
+/// # Errors
+///
+/// One line saying what is missing: root, a memory cgroup, or a machine
+/// with no swap in use.
+pub fn check_machine() -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("ccvm bench kernel sets up zram, zswap and a memory cgroup: run it as root");
+    }
+    let swaps = read("/proc/swaps")?;
+    if let Some(line) = swaps.lines().nth(1) {
+        bail!(
+            "refusing to run over an existing swap setup ({}); swapoff it first",
+            line.split_whitespace().next().unwrap_or(line)
+        );
+    }
+    Cgroup::root()?;
+    Ok(())
+}
+
+/// Which cgroup hierarchy the memory controller is on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// A memory cgroup made for one run, removed on drop.
+pub struct Cgroup {
+    path: PathBuf,
+    version: Version,
+}
+
+impl Cgroup {
+    fn root() -> anyhow::Result<(PathBuf, Version)> {
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers");
+        if read(v2).is_ok_and(|c| c.split_whitespace().any(|x| x == "memory")) {
+            return Ok(("/sys/fs/cgroup".into(), Version::V2));
+        }
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        if v1.join("memory.limit_in_bytes").exists() {
+            return Ok((v1.into(), Version::V1));
+        }
+        bail!("no memory cgroup controller found under /sys/fs/cgroup (v1 or v2)")
+    }
+
+    /// Makes a cgroup limited to `limit` bytes of memory.
+    pub fn new(limit: u64) -> anyhow::Result<Cgroup> {
+        let (root, version) = Self::root()?;
+        if version == Version::V2 {
+            // Children of the root get the memory controller only if the
+            // root hands it down.
+            let _ = write(root.join("cgroup.subtree_control"), "+memory");
+        }
+        let path = root.join(format!("ccvm-bench-{}", std::process::id()));
+        std::fs::create_dir(&path).with_context(|| format!("making the cgroup {}", path.display()))?;
+        let cgroup = Cgroup { path, version };
+        match version {
+            Version::V1 => write(cgroup.path.join("memory.limit_in_bytes"), &limit.to_string())?,
+            Version::V2 => {
+                write(cgroup.path.join("memory.max"), &limit.to_string())?;
+                write(cgroup.path.join("memory.high"), "max")?;
+            }
+        }
+        Ok(cgroup)
+    }
+
+    /// The file a process writes its pid to, to join.
+    pub fn procs(&self) -> PathBuf {
+        self.path.join("cgroup.procs")
+    }
+
+    /// Whether zswap's pool is charged to the cgroup (v2 counts it in
+    /// `memory.current`; on v1 it is kernel memory outside the limit).
+    pub fn charges_zswap(&self) -> bool {
+        self.version == Version::V2
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // The child has exited; an empty cgroup can be removed.
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// Whether this machine has a zram device (loading the module if need be).
+pub fn zram_available() -> bool {
+    if !Path::new(ZRAM).exists() {
+        let _ = Command::new("modprobe").arg("zram").output();
+    }
+    Path::new(ZRAM).exists()
+}
+
+/// zram as the only swap device, with `algorithm`; reset on drop.
+pub struct Zram;
+
+impl Zram {
+    /// Sets zram0 up as swap of `disksize` bytes compressing with `algorithm`.
+    pub fn new(algorithm: &str, disksize: u64) -> anyhow::Result<Zram> {
+        if read(format!("{ZRAM}/disksize"))? != "0" {
+            bail!("refusing to touch /dev/zram0: it is already set up (disksize is not 0); reset it first");
+        }
+        let algorithms = read(format!("{ZRAM}/comp_algorithm"))?;
+        if !algorithms
+            .split_whitespace()
+            .any(|a| a.trim_matches(['[', ']']) == algorithm)
+        {
+            bail!("zram here does not offer {algorithm} (it offers: {algorithms})");
+        }
+        let zram = Zram;
+        write(format!("{ZRAM}/comp_algorithm"), algorithm)?;
+        write(format!("{ZRAM}/disksize"), &disksize.to_string())?;
+        run("mkswap", &["/dev/zram0"])?;
+        run("swapon", &["/dev/zram0"])?;
+        Ok(zram)
+    }
+
+    /// zram's memory now and at its peak: (`mem_used_total`, `mem_used_max`).
+    pub fn memory() -> (u64, u64) {
+        let stat = read(format!("{ZRAM}/mm_stat")).unwrap_or_default();
+        let f: Vec<u64> = stat.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        (f.get(2).copied().unwrap_or(0), f.get(4).copied().unwrap_or(0))
+    }
+}
+
+impl Drop for Zram {
+    fn drop(&mut self) {
+        let _ = run("swapoff", &["/dev/zram0"]);
+        let _ = write(format!("{ZRAM}/reset"), "1");
+    }
+}
+
+/// zswap in front of a swap file; both undone on drop.
+pub struct Zswap {
+    file: PathBuf,
+    was: Vec<(&'static str, String)>,
+}
+
+impl Zswap {
+    /// Makes a swap file of `bytes` in `dir` and turns zswap on with `compressor`.
+    pub fn new(dir: &Path, bytes: u64, compressor: &str) -> anyhow::Result<Zswap> {
+        let file = dir.join(format!("ccvm-bench-swap-{}", std::process::id()));
+        let mut was = Vec::new();
+        for p in ["enabled", "compressor"] {
+            was.push((p, read(Path::new(ZSWAP).join(p))?));
+        }
+        let z = Zswap { file, was };
+        {
+            let f = std::fs::File::create(&z.file).with_context(|| format!("making {}", z.file.display()))?;
+            // Swap files must have no holes: write them out.
+            let chunk = vec![0u8; 1 << 20];
+            let mut left = bytes;
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                std::io::Write::write_all(&mut &f, &chunk[..n])?;
+                left -= n as u64;
+            }
+            f.sync_all()?;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&z.file, std::fs::Permissions::from_mode(0o600))?;
+        let path = z.file.to_string_lossy().into_owned();
+        run("mkswap", &[&path])?;
+        run("swapon", &[&path])?;
+        write(Path::new(ZSWAP).join("compressor"), compressor)?;
+        write(Path::new(ZSWAP).join("enabled"), "Y")?;
+        Ok(z)
+    }
+
+    /// zswap's pool size now, bytes (from debugfs; 0 if it cannot be read).
+    pub fn pool_bytes() -> u64 {
+        let debug = Path::new("/sys/kernel/debug/zswap/pool_total_size");
+        if !debug.exists() {
+            let _ = Command::new("mount")
+                .args(["-t", "debugfs", "none", "/sys/kernel/debug"])
+                .output();
+        }
+        read(debug).ok().and_then(|s| s.parse().ok()).unwrap_or(0)
+    }
+}
+
+impl Drop for Zswap {
+    fn drop(&mut self) {
+        let _ = run("swapoff", &[&self.file.to_string_lossy()]);
+        let _ = std::fs::remove_file(&self.file);
+        for (p, v) in &self.was {
+            let v = v
+                .split_whitespace()
+                .find(|w| w.starts_with('['))
+                .map(|w| w.trim_matches(['[', ']']).to_string())
+                .unwrap_or_else(|| v.clone());
+            let _ = write(Path::new(ZSWAP).join(p), &v);
+        }
+    }
+}
