@@ -353,7 +353,7 @@ pub fn demo(format: Format) -> anyhow::Result<()> {
     report::print(&rows, format)?;
     if format == Format::Table {
         println!(
-            "\nThe second segment catches pages on their way out (a fault there costs ~20 µs all in, here);\n\
+            "\nThe second segment catches pages on their way out (a fault there costs ~15 µs all in, here);\n\
              compressing it holds more of them, so fewer reach the disk. That pays when a disk read costs\n\
              more than the faults it adds: not on this machine's fast disk, clearly on a slower one.\n\
              The adaptive policy weighs the two costs online (`--disk-cost`, `--cache-cost` of `ccvm run`)."

@@ -77,7 +77,7 @@ struct BenchKernelArgs {
     cases: Vec<bench_kernel::Case>,
     /// Kernel setups to compare (repeatable): zram-ALGORITHM (e.g. zram-lz4, zram-lzo-rle) or zswap-ALGORITHM
     /// (a swap file behind zswap). ccvm runs at the first zram setup's total memory and at the limit.
-    #[arg(long = "kernel", value_name = "SETUP", default_values = ["zram-lz4", "zram-lzo-rle", "zswap-lz4"])]
+    #[arg(long = "kernel", value_name = "SETUP", default_values = ["zram-lz4", "zram-lzo-rle", "zswap-lzo"])]
     kernels: Vec<String>,
     /// Runs per row; the median is shown.
     #[arg(long, default_value_t = 1)]
@@ -217,12 +217,12 @@ struct RunArgs {
     /// into paged memory work).
     #[arg(long, default_value = "signal", value_parser = ccvm_runtime::FaultMode::by_name)]
     fault_mode: ccvm_runtime::FaultMode,
-    /// Evict by write-protect, copy and MADV_DONTNEED, and map by UFFDIO_COPY, instead of moving page frames
-    /// with UFFDIO_MOVE (for comparison; the default moves frames where the kernel can).
+    /// Move page frames with UFFDIO_MOVE instead of copying them (Linux 6.8+; faster, for single-threaded
+    /// programs: with several threads faulting at once a page has been found moved behind the pager's back).
     #[arg(long)]
-    no_move_frames: bool,
+    move_frames: bool,
     /// Share of uncompressed pages kept trapped (unmapped, uncompressed) so that their touches are seen: an
-    /// approximation of LRU for resident pages. 0 replaces them in fault order.
+    /// approximation of LRU for resident pages (needs --move-frames). 0 replaces them in fault order.
     #[arg(long, default_value_t = 0.0)]
     trap_share: f64,
     /// Workload seed.
@@ -327,7 +327,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     disk_cost: args.disk_cost,
                     cache_cost: args.cache_cost,
                     fault_mode: args.fault_mode,
-                    move_frames: !args.no_move_frames,
+                    move_frames: args.move_frames,
                     trap_share: args.trap_share,
                 },
             };

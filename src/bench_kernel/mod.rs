@@ -244,7 +244,11 @@ fn ccvm_run(case: &Case, ram: u64, extra: &[String]) -> anyhow::Result<(f64, u64
         .output()
         .context("starting ccvm run")?;
     if !out.status.success() {
-        bail!("ccvm run failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "ccvm run failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading ccvm run's report")?;
     let num = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap_or(0.0);

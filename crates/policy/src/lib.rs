@@ -17,6 +17,12 @@
 //! cache online from exactly these events). Every decision a mechanism
 //! makes on its own (a page it could not store, a budget it found
 //! exceeded) goes back through the policy too, so the two never drift.
+//!
+//! A mechanism that sees only faults sees no reference to a mapped page.
+//! [`Traps`] says which uncompressed pages it keeps unmapped (the oldest
+//! share), so that their references fault and reach the policy; the live
+//! runtime and the simulator both drive it, so they see the same
+//! references.
 #![deny(missing_docs)]
 
 mod adaptive;

@@ -20,10 +20,11 @@
 //!   wake-up back into every fault, about 20 µs of a 30 µs fault. The
 //!   price: a system call that touches a page that is not resident fails
 //!   with `EFAULT` (see [`Region::prefault`]).
-//! * Page frames are recycled with `UFFDIO_MOVE` where the kernel has it
-//!   (`frames` module): an evicted page's frame is moved out, compressed
-//!   in place, and reused for the next page mapped, so eviction needs no
-//!   write-protection, copy or `madvise`, and mapping no allocation.
+//! * Page frames can be moved instead of copied, with `UFFDIO_MOVE`
+//!   (`frames` module, [`RuntimeConfig::move_frames`]): an evicted page's
+//!   frame is moved out, compressed in place, and reused for the next page
+//!   mapped, so eviction needs no write-protection, copy or `madvise`, and
+//!   mapping no allocation. Off by default (see that setting for why).
 //! * Recency of resident pages: the runtime sees only faults, so a policy
 //!   sees resident pages in fault order (FIFO), and exact recency once a
 //!   page is in the cache (every touch there faults). That is the FIFO-LRU

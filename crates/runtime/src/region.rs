@@ -84,6 +84,11 @@ impl Region {
                 config.trap_share
             )));
         }
+        if config.trap_share > 0.0 && !config.move_frames {
+            return Err(RuntimeError::Config(
+                "trapped pages are kept in the shadow of moved frames: a trap share needs --move-frames".into(),
+            ));
+        }
         if !(0.0..=1.0).contains(&config.uncompressed_share) {
             return Err(RuntimeError::Config(format!(
                 "uncompressed share {} is not between 0 and 1",

@@ -39,6 +39,7 @@ fn live_and_simulated_fault_counts_agree() {
             policy: policy.into(),
             codec: "wkdm".into(),
             trap_share,
+            move_frames: trap_share > 0.0,
             trace: Some(TraceConfig {
                 path: path.clone(),
                 workload: workload.into(),
