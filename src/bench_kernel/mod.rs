@@ -126,6 +126,16 @@ impl Row for KernelRow {
         ]
     }
     fn cells(&self) -> Vec<String> {
+        if self.runs == 0 {
+            let mut c = vec![
+                self.case.clone(),
+                self.system.clone(),
+                format!("{:.1}", self.memory_mib),
+            ];
+            c.extend(["-", "-", "-", "-"].map(String::from));
+            c.extend([self.runs.to_string(), self.oom_kills.to_string()]);
+            return c;
+        }
         vec![
             self.case.clone(),
             self.system.clone(),
