@@ -172,6 +172,32 @@ pub fn demo_case() -> Case {
     parse_case("graph:128M:80M").expect("a valid case")
 }
 
+/// The completed runs of one row.
+struct Measured {
+    walls: Vec<f64>,
+    faults: Vec<f64>,
+    ok: bool,
+}
+
+impl Measured {
+    /// The row: medians of the runs, slowdown against `plain_s`.
+    fn row(self, case: &str, system: String, memory: u64, plain_s: f64, oom_kills: usize) -> KernelRow {
+        let runs = self.walls.len();
+        let wall_s = median(self.walls);
+        KernelRow {
+            case: case.to_string(),
+            system,
+            memory_mib: mib(memory),
+            wall_s,
+            slowdown: wall_s / plain_s,
+            faults: median(self.faults) as u64,
+            checksum_ok: self.ok,
+            runs,
+            oom_kills,
+        }
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -351,24 +377,13 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
                 });
                 continue;
             }
-            let runs = walls.len();
             let peak = median(peaks) as u64;
             let held = case.limit + if charged { 0 } else { peak };
             if equal_total.is_none() && kernel.starts_with("zram-") {
                 equal_total = Some(held);
             }
-            let wall_s = median(walls);
-            rows.push(KernelRow {
-                case: label.clone(),
-                system: format!("kernel {kernel}"),
-                memory_mib: mib(held),
-                wall_s,
-                slowdown: wall_s / plain_s,
-                faults: median(faults) as u64,
-                checksum_ok: ok,
-                runs,
-                oom_kills,
-            });
+            let measured = Measured { walls, faults, ok };
+            rows.push(measured.row(&label, format!("kernel {kernel}"), held, plain_s, oom_kills));
         }
         let mut ccvm_rams = Vec::new();
         if plan.at_limit {
@@ -386,19 +401,40 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
                 faults.push(f as f64);
                 ok &= good;
             }
-            let wall_s = median(walls);
-            rows.push(KernelRow {
-                case: label.clone(),
-                system: format!("ccvm, {what}"),
-                memory_mib: mib(ram),
-                wall_s,
-                slowdown: wall_s / plain_s,
-                faults: median(faults) as u64,
-                checksum_ok: ok,
-                runs: plan.runs,
-                oom_kills: 0,
-            });
+            let measured = Measured { walls, faults, ok };
+            rows.push(measured.row(&label, format!("ccvm, {what}"), ram, plain_s, 0));
         }
     }
     report::print(&rows, format)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_parse_and_bad_ones_say_why() {
+        let c = parse_case("graph:256M:128M").unwrap();
+        assert_eq!((c.workload.as_str(), c.size, c.limit), ("graph", 256 << 20, 128 << 20));
+        assert!(parse_case("graph:256M").unwrap_err().contains("NAME:SIZE:LIMIT"));
+        assert!(parse_case("nosuch:256M:128M").unwrap_err().contains("unknown workload"));
+        assert!(parse_case("graph:128M:256M")
+            .unwrap_err()
+            .contains("not below the size"));
+    }
+
+    #[test]
+    fn medians_and_rows() {
+        let m = Measured {
+            walls: vec![3.0, 1.0, 2.0],
+            faults: vec![10.0, 30.0, 20.0],
+            ok: true,
+        };
+        let r = m.row("graph 256M", "ccvm".into(), 64 << 20, 0.5, 1);
+        assert_eq!(
+            (r.wall_s, r.slowdown, r.faults, r.runs, r.oom_kills),
+            (2.0, 4.0, 20, 3, 1)
+        );
+        assert_eq!(r.memory_mib, 64.0);
+    }
 }

@@ -60,22 +60,7 @@ impl Frames {
             return None;
         }
         let len = pages * PAGE_SIZE;
-        // SAFETY: a fresh private anonymous mapping, no memory reserved.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return None;
-        }
-        // SAFETY: our own mapping; moves take single small pages only.
-        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+        let base = map_small_pages(len)?;
         if uffd.register_missing(base as usize, len).is_err() {
             // SAFETY: the mapping made above.
             unsafe { libc::munmap(base, len) };
@@ -146,6 +131,30 @@ impl Frames {
             unsafe { libc::madvise(self.slot(oldest) as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) };
         }
     }
+}
+
+/// A fresh private anonymous mapping of `len` bytes that reserves no
+/// memory and holds only small pages (huge pages would be filled 2 MiB at
+/// a time behind the pager's back, and moves take single pages); `None` if
+/// mmap fails.
+pub(crate) fn map_small_pages(len: usize) -> Option<*mut libc::c_void> {
+    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the mapping just made.
+    unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    Some(base)
 }
 
 impl Drop for Frames {

@@ -134,28 +134,12 @@ impl Region {
 
         let sigbus = config.fault_mode == FaultMode::Signal;
         let uffd = Uffd::open(sigbus).map_err(RuntimeError::NoUserfaultfd)?;
-        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(os("mmap of the region"));
-        }
+        let base = crate::frames::map_small_pages(len).ok_or_else(|| os("mmap of the region"))?;
         let unmap = |e| {
             // SAFETY: the mapping made just above.
             unsafe { libc::munmap(base, len) };
             e
         };
-        // Huge pages would fill 2 MiB at a time behind the handler's back.
-        // SAFETY: our own mapping.
-        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
         if !uffd.register(base as usize, len) {
             return Err(unmap(RuntimeError::KernelTooOld(
                 "userfaultfd write-protection of anonymous memory",
