@@ -118,7 +118,7 @@ impl Pager {
         };
         let frames = if move_frames { Frames::new(&uffd, pages) } else { None };
         let traps = (frames.is_some() && trap_share > 0.0).then(|| Traps::new(trap_share));
-        let mut pager = Pager {
+        Pager {
             uffd,
             base,
             ram_bytes,
@@ -134,14 +134,12 @@ impl Pager {
             moved: Vec::new(),
             page: AlignedBuf::new(PAGE_SIZE),
             payload: AlignedBuf::new(PAGE_SIZE),
-            frames: None,
+            frames,
             traps,
             to_trap: Vec::new(),
             stats,
             timers: Timers::new(),
-        };
-        pager.frames = frames;
-        pager
+        }
     }
 
     fn addr(&self, page: usize) -> usize {
@@ -157,11 +155,6 @@ impl Pager {
                 Err(e) => fatal(format!("reading userfaultfd events: {e}")),
             }
         }
-    }
-
-    /// Serves a fault raised as SIGBUS in the faulting thread.
-    pub fn handle_in_thread(&mut self, fault: Fault) {
-        self.handle(fault);
     }
 
     /// The counters as of now.
@@ -188,7 +181,9 @@ impl Pager {
         self.snapshot = s;
     }
 
-    fn handle(&mut self, fault: Fault) {
+    /// Serves one fault, from an event (event mode) or a SIGBUS raised in
+    /// the faulting thread.
+    pub fn handle(&mut self, fault: Fault) {
         let page = fault.addr.wrapping_sub(self.base) / PAGE_SIZE;
         if page >= self.state.len() {
             return;
@@ -207,8 +202,8 @@ impl Pager {
         }
     }
 
-    /// A buffer to rebuild a page in before it is mapped: a staging frame
-    /// when one is free (mapped by moving it), else `self.page`.
+    /// A buffer to rebuild a page in before it is mapped: a spare frame
+    /// when there is one (mapped by moving it), else `self.page`.
     fn target(&mut self, page: usize) -> Target {
         match self.frames.as_mut().and_then(|f| f.take_spare(page)) {
             Some(slot) => Target::Frame(slot),
@@ -222,8 +217,8 @@ impl Pager {
             Target::Buffer => &mut self.page,
             Target::Frame(slot) => {
                 let addr = self.frames.as_ref().expect("a frame target has frames").slot(slot);
-                // SAFETY: a full staging slot: a mapped page of ours that
-                // nothing else refers to.
+                // SAFETY: a shadow slot holding a frame: a mapped page of
+                // ours that nothing else refers to.
                 unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, PAGE_SIZE) }
             }
         }
@@ -264,17 +259,7 @@ impl Pager {
                 // Its frame is in its shadow slot, as it was left.
                 self.map_page(page, Target::Frame(page));
                 self.stats.faults_trap += 1;
-                self.timers
-                    .trap
-                    .saturating_record((started.elapsed().as_nanos() as u64).max(1));
-                self.state[page] = PageState::Resident;
-                if let Some(traps) = &mut self.traps {
-                    traps.touch(page as u64);
-                }
-                self.record(page, write);
-                self.policy.touch(page as u64, Level::Uncompressed, &mut self.actions);
-                self.after_touch();
-                return;
+                Level::Uncompressed
             }
             PageState::Untouched => {
                 // A spare frame, zeroed, saves the kernel allocating and
@@ -296,7 +281,7 @@ impl Pager {
             PageState::Compressed => {
                 let target = self.target(page);
                 let out = self.target_bytes(target);
-                // SAFETY: `out` is our buffer or staging frame, not part of
+                // SAFETY: `out` is our buffer or a spare frame, not part of
                 // the store; detach it from `self` to lend the store.
                 let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
                 if let Err(e) = self.store.get(page as u64, out) {
@@ -324,25 +309,30 @@ impl Pager {
         let timer = match from {
             Level::New => &mut self.timers.zero,
             Level::Compressed => &mut self.timers.cache,
-            _ => &mut self.timers.disk,
+            Level::Uncompressed => &mut self.timers.trap,
+            Level::Disk => &mut self.timers.disk,
         };
         timer.saturating_record(ns.max(1));
         self.state[page] = PageState::Resident;
-        self.resident += 1;
-        if let Some(traps) = &mut self.traps {
-            traps.resident(page as u64);
+        match (&mut self.traps, from) {
+            // A trapped page was resident all along; it is mapped again.
+            (Some(traps), Level::Uncompressed) => {
+                traps.touch(page as u64);
+            }
+            (traps, _) => {
+                self.resident += 1;
+                if let Some(traps) = traps {
+                    traps.resident(page as u64);
+                }
+            }
         }
-        self.record(page, write);
-        self.policy.touch(page as u64, from, &mut self.actions);
-        self.after_touch();
-    }
-
-    fn record(&mut self, page: usize, write: bool) {
         if let Some(t) = &mut self.trace {
             if let Err(e) = t.reference(page as u64, write) {
                 fatal(format!("writing the trace: {e}"));
             }
         }
+        self.policy.touch(page as u64, from, &mut self.actions);
+        self.after_touch();
     }
 
     /// Carries out the policy's evictions, keeps the budget, and traps the
@@ -357,8 +347,9 @@ impl Pager {
         traps.rebalance(&mut to_trap);
         for p in to_trap.drain(..) {
             let page = p as usize;
+            let addr = self.addr(page);
             let frames = self.frames.as_mut().expect("traps come with a shadow");
-            match frames.park(&self.uffd, page, self.base + page * PAGE_SIZE) {
+            match frames.park(&self.uffd, page, addr) {
                 Ok(()) => self.state[page] = PageState::Trapped,
                 Err(_) => self.traps.as_mut().expect("checked").untrap(p),
             }
@@ -395,8 +386,8 @@ impl Pager {
         self.actions.clear();
     }
 
-    /// Takes a resident page out of the region: moved into a staging
-    /// frame, or, where the kernel cannot move it, copied out under write
+    /// Takes a resident page out of the region: moved into its shadow
+    /// slot, or, where the kernel cannot move it, copied out under write
     /// protection and dropped (see the module docs). Returns where its
     /// bytes now are.
     fn evict(&mut self, page: usize) -> Target {
@@ -431,7 +422,7 @@ impl Pager {
     /// or eviction reuses the buffer or frame.
     fn evicted<'a>(&mut self, target: Target) -> &'a [u8] {
         let bytes = self.target_bytes(target);
-        // SAFETY: our buffer or a full staging frame, which nothing
+        // SAFETY: our buffer or a frame in a shadow slot, which nothing
         // writes while the eviction that filled it is carried out.
         unsafe { std::slice::from_raw_parts(bytes.as_ptr(), PAGE_SIZE) }
     }

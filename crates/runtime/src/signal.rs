@@ -147,7 +147,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
                 write: was_write(context),
                 write_protect: false,
             };
-            pager.lock().unwrap_or_else(|e| e.into_inner()).handle_in_thread(fault);
+            pager.lock().unwrap_or_else(|e| e.into_inner()).handle(fault);
         }
         None => pass_on(sig, info, context),
     }

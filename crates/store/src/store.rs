@@ -656,16 +656,16 @@ impl Inner {
     /// bytes with a quarter to spare. Costs a scan of the table and a copy
     /// of at most a chunk's bytes, where a full compaction moves every page.
     fn reclaim_chunk(&mut self) -> bool {
-        let held: Vec<usize> = (0..self.chunks.len()).filter(|&c| self.chunks[c].is_some()).collect();
-        let Some(&c) = held
-            .iter()
-            .min_by_key(|&&c| self.chunk_used.get(c).copied().unwrap_or(0))
+        let used_in = |c: usize| self.chunk_used.get(c).copied().unwrap_or(0);
+        let Some(c) = (0..self.chunks.len())
+            .filter(|&c| self.chunks[c].is_some())
+            .min_by_key(|&c| used_in(c))
         else {
             return false;
         };
-        let live = self.chunk_used.get(c).copied().unwrap_or(0);
+        let live = used_in(c);
         let free_elsewhere = self.held * self.chunk_size - self.used - (self.chunk_size - live);
-        if held.len() < 2 || free_elsewhere < live + live / 4 {
+        if self.held < 2 || free_elsewhere < live + live / 4 {
             return false;
         }
         let moving: Vec<(u64, Slot)> = self
