@@ -160,6 +160,12 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
         "pages                  {} compressed, {} decompressed, {} spilled compressed, {} swapped raw",
         s.pages_compressed, s.pages_decompressed, s.pages_spilled, s.pages_swapped_raw
     );
+    if s.pages_compressed_background > 0 {
+        println!(
+            "background             {} pages compressed by the helper process; {} faults on pages it had not reached",
+            s.pages_compressed_background, s.faults_pending
+        );
+    }
     println!("compression ratio      {:.3}", s.compression_ratio());
     println!(
         "swap file              {} MiB written in {} writes, {} MiB read in {} reads ({}-byte direct I/O); \

@@ -204,8 +204,9 @@ struct RunArgs {
     /// Cost of a compression-cache fault for the adaptive policy.
     #[arg(long, value_parser = live::parse_duration, default_value = "25us")]
     cache_cost: std::time::Duration,
-    /// Codec of the compression cache (see `ccvm codecs`).
-    #[arg(long, default_value = "wkdm")]
+    /// Codec of the compression cache (see `ccvm codecs`). The default, hybrid, keeps WKdm's speed and ratio
+    /// on pages of numbers and LZ4's ratio on pages of strings.
+    #[arg(long, default_value = "hybrid")]
     codec: String,
     /// Directory for the swap file (default: the system's temp directory).
     #[arg(long)]
@@ -217,12 +218,17 @@ struct RunArgs {
     /// into paged memory work).
     #[arg(long, default_value = "signal", value_parser = ccvm_runtime::FaultMode::by_name)]
     fault_mode: ccvm_runtime::FaultMode,
-    /// Move page frames with UFFDIO_MOVE instead of copying them (Linux 6.8+; faster, for single-threaded
-    /// programs: with several threads faulting at once a page has been found moved behind the pager's back).
+    /// Copy page frames in and out (UFFDIO_COPY, write-protect and MADV_DONTNEED) instead of moving them with
+    /// UFFDIO_MOVE, which is the default where the kernel has it (Linux 6.8+) and about a third cheaper.
     #[arg(long)]
-    move_frames: bool,
+    copy_frames: bool,
+    /// Compress evicted pages in the faulting thread instead of in a helper process on another core (the
+    /// default).
+    #[arg(long)]
+    compress_in_fault: bool,
     /// Share of uncompressed pages kept trapped (unmapped, uncompressed) so that their touches are seen: an
-    /// approximation of LRU for resident pages (needs --move-frames). 0 replaces them in fault order.
+    /// approximation of LRU for resident pages (frames must move: not with --copy-frames). 0 replaces them in
+    /// fault order.
     #[arg(long, default_value_t = 0.0)]
     trap_share: f64,
     /// Workload seed.
@@ -327,7 +333,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     disk_cost: args.disk_cost,
                     cache_cost: args.cache_cost,
                     fault_mode: args.fault_mode,
-                    move_frames: args.move_frames,
+                    move_frames: !args.copy_frames,
+                    background_compression: !args.compress_in_fault,
                     trap_share: args.trap_share,
                 },
             };

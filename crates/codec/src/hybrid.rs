@@ -16,7 +16,8 @@
 //! The rule has two thresholds, in bytes of WKdm output per 4096 bytes of
 //! block: at or below *keep* WKdm's output is kept; above *abort* (judged
 //! from the words modelled so far, so WKdm stops early) the block goes to
-//! LZ4 alone; in between both run and the smaller wins. The defaults were
+//! LZ4 alone, unless LZ4 cannot compress it at all, when WKdm is run to the
+//! end after all; in between both run and the smaller wins. The defaults were
 //! chosen on the project corpus with the `tune_hybrid` and `page_features`
 //! examples of this crate: LZ4 beats WKdm on about two pages in three there,
 //! so a hybrid can only match LZ4's ratio by sending most pages to LZ4, and
@@ -102,13 +103,18 @@ impl Codec for Hybrid {
                 body[..m].copy_from_slice(&self.scratch[..m]);
                 Ok(1 + m)
             }
-            _ => match wk {
-                Some(n) => {
-                    *head = 0;
-                    Ok(1 + n)
-                }
-                None => Err(CompressError::DoesNotFit { budget }),
-            },
+            _ => {
+                // WKdm's own result, or, if it stopped early on a projection
+                // LZ4 has not borne out, WKdm run to the end: blocks of
+                // numbers that share upper bits (floats, counters) defeat
+                // LZ4 entirely and still compress by a third under WKdm.
+                let n = match wk {
+                    Some(n) => n,
+                    None => self.wk.compress(block, body)?,
+                };
+                *head = 0;
+                Ok(1 + n)
+            }
         }
     }
 

@@ -20,11 +20,15 @@
 //!   wake-up back into every fault, about 20 µs of a 30 µs fault. The
 //!   price: a system call that touches a page that is not resident fails
 //!   with `EFAULT` (see [`Region::prefault`]).
-//! * Page frames can be moved instead of copied, with `UFFDIO_MOVE`
-//!   (`frames` module, [`RuntimeConfig::move_frames`]): an evicted page's
-//!   frame is moved out, compressed in place, and reused for the next page
+//! * Page frames are moved instead of copied, with `UFFDIO_MOVE` where the
+//!   kernel has it (`frames` module, [`RuntimeConfig::move_frames`]): an
+//!   evicted page's frame is moved out and reused for the next page
 //!   mapped, so eviction needs no write-protection, copy or `madvise`, and
-//!   mapping no allocation. Off by default (see that setting for why).
+//!   mapping no allocation.
+//! * Compression runs on another core, in a helper process that shares a
+//!   ring of page buffers with the pager (`compressor` module,
+//!   [`RuntimeConfig::background_compression`]): a process, because a
+//!   thread of the program would make every frame move interrupt its CPU.
 //! * Recency of resident pages: the runtime sees only faults, so a policy
 //!   sees resident pages in fault order (FIFO), and exact recency once a
 //!   page is in the cache (every touch there faults). That is the FIFO-LRU
@@ -45,6 +49,7 @@
 #![deny(missing_docs)]
 
 mod aligned;
+mod compressor;
 mod config;
 pub mod ffi;
 mod frames;

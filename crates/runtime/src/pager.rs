@@ -31,6 +31,7 @@ use ccvm_store::{Store, StoreError, Stored, ENTRY_BYTES};
 use ccvm_trace::TraceWriter;
 
 use crate::aligned::AlignedBuf;
+use crate::compressor::{Finished, Helper};
 use crate::frames::Frames;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
@@ -56,6 +57,9 @@ enum PageState {
     Resident,
     /// Uncompressed, its frame in its shadow slot: a touch faults.
     Trapped,
+    /// Evicted, copied into the helper process's ring to be compressed
+    /// there (see the `compressor` module).
+    Pending,
     Compressed,
     Swapped(SwapSlot),
 }
@@ -64,7 +68,7 @@ pub(crate) struct Pager {
     pub uffd: Uffd,
     pub base: usize,
     pub ram_bytes: u64,
-    pub store: Store,
+    pub store: Arc<Store>,
     pub codec: Box<dyn Codec>,
     pub swap: SwapFile,
     pub policy: Box<dyn Policy>,
@@ -83,6 +87,8 @@ pub(crate) struct Pager {
     traps: Option<Traps>,
     /// Pages to trap, reused.
     to_trap: Vec<u64>,
+    /// The helper process that compresses evicted pages, if any.
+    helper: Option<Helper>,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -103,7 +109,7 @@ impl Pager {
         base: usize,
         pages: usize,
         ram_bytes: u64,
-        store: Store,
+        store: Arc<Store>,
         codec: Box<dyn Codec>,
         swap: SwapFile,
         policy: Box<dyn Policy>,
@@ -137,9 +143,47 @@ impl Pager {
             frames,
             traps,
             to_trap: Vec::new(),
+            helper: None,
             stats,
             timers: Timers::new(),
         }
+    }
+
+    /// Sends evictions to `helper` to be compressed.
+    pub fn compress_in_background(&mut self, helper: Helper) {
+        self.helper = Some(helper);
+    }
+
+    /// Puts the pages the helper has finished into the store.
+    fn collect_finished(&mut self) {
+        let Some(mut helper) = self.helper.take() else {
+            return;
+        };
+        helper.collect(|f: Finished<'_>| {
+            let page = f.page as usize;
+            debug_assert!(matches!(self.state[page], PageState::Pending));
+            match self.store.put_stored(f.page, f.stored, f.bytes) {
+                Ok(len) => {
+                    self.stats.pages_compressed_background += 1;
+                    self.compressed(page, len);
+                }
+                // The policy must make room first: the path without a helper.
+                Err(StoreError::Full { .. } | StoreError::OutOfMemory) => self.compress(page, f.page_bytes),
+                Err(e) => fatal(e),
+            }
+        });
+        self.helper = Some(helper);
+    }
+
+    /// Compresses pending page `page`, which the helper has not finished,
+    /// in this thread from its copy in the ring.
+    fn complete_pending(&mut self, page: usize) {
+        let helper = self.helper.as_mut().expect("pending pages have a helper");
+        let bytes = helper.take_back(page as u64).expect("a pending page is in the ring");
+        // SAFETY: a ring entry taken back is not reused before it is
+        // collected, which this call does not do; detached to lend the store.
+        let bytes = unsafe { std::slice::from_raw_parts(bytes.as_ptr(), PAGE_SIZE) };
+        self.compress(page, bytes);
     }
 
     fn addr(&self, page: usize) -> usize {
@@ -249,11 +293,24 @@ impl Pager {
 
     fn serve(&mut self, page: usize, write: bool) {
         let started = Instant::now();
+        // Pages the helper finished, and the spills their sizes call for,
+        // before this page's state is read: a spill may be of this page.
+        self.collect_finished();
+        self.run_actions();
         let from = match self.state[page] {
             PageState::Resident => {
                 self.stats.faults_repeat += 1;
                 self.wake(page);
                 return;
+            }
+            PageState::Pending => {
+                self.collect_finished();
+                if matches!(self.state[page], PageState::Pending) {
+                    self.stats.faults_pending += 1;
+                    self.complete_pending(page);
+                }
+                self.run_actions();
+                return self.serve(page, write);
             }
             PageState::Trapped => {
                 // Its frame is in its shadow slot, as it was left.
@@ -467,7 +524,13 @@ impl Pager {
                         fatal(format!("writing the trace: {e}"));
                     }
                 }
-                self.compress(page, bytes);
+                match &mut self.helper {
+                    Some(helper) if helper.has_room() => {
+                        helper.push(p, bytes);
+                        self.state[page] = PageState::Pending;
+                    }
+                    _ => self.compress(page, bytes),
+                }
                 self.done_with(target);
             }
             Action::SwapOut(p) => {
@@ -498,15 +561,7 @@ impl Pager {
     fn compress(&mut self, page: usize, bytes: &[u8]) {
         loop {
             match self.store.put(page as u64, bytes) {
-                Ok(len) => {
-                    self.state[page] = PageState::Compressed;
-                    self.stats.pages_compressed += 1;
-                    self.stats.bytes_in += PAGE_SIZE as u64;
-                    self.stats.bytes_out += len as u64;
-                    self.policy
-                        .compressed(page as u64, (len + ENTRY_BYTES) as u64, &mut self.actions);
-                    return;
-                }
+                Ok(len) => return self.compressed(page, len),
                 Err(StoreError::Full { .. } | StoreError::OutOfMemory) => {
                     let mut spills = Vec::new();
                     if !self.policy.make_room(&mut spills) {
@@ -522,6 +577,17 @@ impl Pager {
                 Err(e) => fatal(e),
             }
         }
+    }
+
+    /// `page` is in the store, in `len` bytes: counts it and tells the
+    /// policy.
+    fn compressed(&mut self, page: usize, len: usize) {
+        self.state[page] = PageState::Compressed;
+        self.stats.pages_compressed += 1;
+        self.stats.bytes_in += PAGE_SIZE as u64;
+        self.stats.bytes_out += len as u64;
+        self.policy
+            .compressed(page as u64, (len + ENTRY_BYTES) as u64, &mut self.actions);
     }
 
     /// Keeps uncompressed pages plus the cache's real memory (slack and

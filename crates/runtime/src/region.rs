@@ -11,6 +11,7 @@ use ccvm_codec::PAGE_SIZE;
 use ccvm_store::{Store, StoreConfig};
 use ccvm_trace::{Header, TraceWriter};
 
+use crate::compressor::Helper;
 use crate::config::{FaultMode, RuntimeConfig, RuntimeError};
 use crate::pager::Pager;
 use crate::stats::RuntimeStats;
@@ -86,7 +87,8 @@ impl Region {
         }
         if config.trap_share > 0.0 && !config.move_frames {
             return Err(RuntimeError::Config(
-                "trapped pages are kept in the shadow of moved frames: a trap share needs --move-frames".into(),
+                "trapped pages are kept in the shadow of moved frames: a trap share cannot be used with --copy-frames"
+                    .into(),
             ));
         }
         if !(0.0..=1.0).contains(&config.uncompressed_share) {
@@ -105,13 +107,15 @@ impl Region {
             },
         };
         let policy = ccvm_policy::by_name(&config.policy, budget, params).map_err(RuntimeError::Config)?;
-        let store = Store::new(StoreConfig {
-            codec: config.codec.clone(),
-            chunk_size: 16 * 1024,
-            memory_limit: (policy.cache_limit() + config.store_reserve()).max(1) as usize,
-            ..StoreConfig::default()
-        })
-        .map_err(RuntimeError::Config)?;
+        let store = Arc::new(
+            Store::new(StoreConfig {
+                codec: config.codec.clone(),
+                chunk_size: 16 * 1024,
+                memory_limit: (policy.cache_limit() + config.store_reserve()).max(1) as usize,
+                ..StoreConfig::default()
+            })
+            .map_err(RuntimeError::Config)?,
+        );
         let dir = config.swap_dir.clone().unwrap_or_else(std::env::temp_dir);
         let swap = SwapFile::create(&dir, config.disk_latency)?;
         let trace = match &config.trace {
@@ -132,6 +136,14 @@ impl Region {
             None => None,
         };
 
+        // Forked before the region and its shadow exist, so that it shares
+        // none of their pages (see the `compressor` module).
+        let helper = if config.background_compression {
+            let codec = ccvm_codec::by_name(&config.codec).map_err(RuntimeError::Config)?;
+            Some(Helper::start(codec, store.huge_threshold()).ok_or_else(|| os("starting the compressor process"))?)
+        } else {
+            None
+        };
         let sigbus = config.fault_mode == FaultMode::Signal;
         let uffd = Uffd::open(sigbus).map_err(RuntimeError::NoUserfaultfd)?;
         let base = crate::frames::map_small_pages(len).ok_or_else(|| os("mmap of the region"))?;
@@ -152,7 +164,7 @@ impl Region {
             base as usize,
             len / PAGE_SIZE,
             config.ram_bytes,
-            store,
+            store.clone(),
             codec,
             swap,
             policy,
@@ -160,6 +172,12 @@ impl Region {
             config.move_frames,
             config.trap_share,
         )));
+        if let Some(helper) = helper {
+            pager
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .compress_in_background(helper);
+        }
         let handler = match config.fault_mode {
             FaultMode::Signal => {
                 crate::signal::add(base as usize, base as usize + len, Arc::as_ptr(&pager))

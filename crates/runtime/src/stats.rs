@@ -35,8 +35,13 @@ pub struct RuntimeStats {
     /// the same page, served once) and write-protect faults raised during
     /// an eviction.
     pub faults_repeat: u64,
+    /// Faults on evicted pages still waiting for the compressor thread
+    /// (compressed by the faulting thread, then served from the cache).
+    pub faults_pending: u64,
     /// Pages compressed into the cache.
     pub pages_compressed: u64,
+    /// Of those, pages the compressor thread compressed.
+    pub pages_compressed_background: u64,
     /// Pages decompressed (from the cache or from disk).
     pub pages_decompressed: u64,
     /// Pages written to disk uncompressed (compression off, or too large

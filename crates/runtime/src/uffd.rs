@@ -210,6 +210,15 @@ impl Uffd {
     ///
     /// `EBUSY` if a page is shared (after fork) or pinned; `EEXIST` if the
     /// destination is mapped; `ENOENT` if the source is not.
+    ///
+    /// An error is checked against the page tables before it is returned:
+    /// Linux 6.18 has been seen to complete a move, retry it internally
+    /// (when a lock it wanted was contended by another thread) and report
+    /// the retry's `EEXIST`. A move whose destination is now wholly mapped
+    /// and whose source wholly unmapped has happened, whatever the error,
+    /// and is reported as done. The caller must be the only one moving
+    /// pages into or out of both ranges, so that nothing else can have
+    /// produced that state.
     pub fn move_pages(&self, dst: usize, src: usize, len: usize) -> Result<(), Errno> {
         let mut m = Move {
             dst: dst as u64,
@@ -219,7 +228,11 @@ impl Uffd {
             moved: 0,
         };
         // SAFETY: UFFDIO_MOVE with a valid struct; the kernel checks both ranges.
-        unsafe { ioctl_move(self.raw(), &mut m) }.map(drop)
+        match unsafe { ioctl_move(self.raw(), &mut m) } {
+            Ok(_) => Ok(()),
+            Err(_) if mapped(dst, len) == Some(true) && mapped(src, len) == Some(false) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The descriptor, for poll(2).
@@ -333,5 +346,24 @@ impl Uffd {
                 write_protect: flags & FLAG_WP != 0,
             }));
         }
+    }
+}
+
+/// Whether every page of `[addr, addr + len)` is mapped (`Some(true)`),
+/// none is (`Some(false)`), or some are (`None`), by `mincore(2)`, which
+/// for anonymous memory reports exactly whether a page table entry maps a
+/// frame. `None` also if the call fails.
+fn mapped(addr: usize, len: usize) -> Option<bool> {
+    let pages = len.div_ceil(ccvm_codec::PAGE_SIZE);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `vec` has one byte per page of the range, as mincore writes.
+    if unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    let present = vec.iter().filter(|&&b| b & 1 != 0).count();
+    match present {
+        0 => Some(false),
+        n if n == pages => Some(true),
+        _ => None,
     }
 }

@@ -70,24 +70,33 @@ fn sequential_passes_over_four_times_the_budget() {
 /// protection) keeps every thread's writes.
 #[test]
 fn many_threads_against_a_model() {
-    // Not SIGBUS mode with frames moved: several threads faulting at once
-    // there have been seen to lose track of a page (see
-    // `RuntimeConfig::move_frames`), which is why it is off by default.
-    for (fault_mode, move_frames, trap_share) in [
-        (FaultMode::Signal, false, 0.0),
-        (FaultMode::Thread, true, 0.0),
-        (FaultMode::Thread, false, 0.0),
-        (FaultMode::Thread, true, 0.3),
+    for (fault_mode, move_frames, trap_share, background_compression) in [
+        (FaultMode::Signal, true, 0.0, false),
+        (FaultMode::Signal, true, 0.0, true),
+        (FaultMode::Signal, true, 0.3, true),
+        (FaultMode::Signal, true, 0.3, false),
+        (FaultMode::Signal, false, 0.0, false),
+        (FaultMode::Signal, false, 0.0, true),
+        (FaultMode::Thread, true, 0.0, false),
+        (FaultMode::Thread, false, 0.0, false),
+        (FaultMode::Thread, true, 0.3, false),
+        (FaultMode::Thread, false, 0.0, true),
     ] {
         let ram = 128 * 4096;
         let config = RuntimeConfig {
             fault_mode,
             move_frames,
             trap_share,
+            background_compression,
             ..config(ram, 0.5, "fixed")
         };
         let stats = threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
         assert_eq!(stats.faults_trap > 0, trap_share > 0.0, "{stats:?}");
+        assert_eq!(
+            stats.pages_compressed_background > 0,
+            background_compression,
+            "{stats:?}"
+        );
     }
 }
 

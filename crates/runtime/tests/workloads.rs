@@ -14,12 +14,18 @@ fn each_workload_at_four_times_its_budget_matches_plain_memory() {
         let mut plain = vec![0u8; size];
         let want = (w.run)(&mut plain, 11);
         drop(plain);
-        for (policy, codec, share) in [("fixed", "wkdm", 0.5), ("none", "wkdm", 1.0)] {
+        for (policy, codec, share, background) in [
+            ("fixed", "wkdm", 0.5, false),
+            ("fixed", "hybrid", 0.5, true),
+            ("adaptive", "hybrid", 0.5, true),
+            ("none", "wkdm", 1.0, false),
+        ] {
             let config = RuntimeConfig {
                 ram_bytes: ram,
                 uncompressed_share: share,
                 policy: policy.into(),
                 codec: codec.into(),
+                background_compression: background,
                 ..RuntimeConfig::default()
             };
             let mut region = Region::new(size, config).unwrap();

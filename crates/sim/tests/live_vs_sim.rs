@@ -40,6 +40,10 @@ fn live_and_simulated_fault_counts_agree() {
             codec: "wkdm".into(),
             trap_share,
             move_frames: trap_share > 0.0,
+            // The helper process tells the policy a page's size when it
+            // has compressed it, a few faults after the eviction; the
+            // simulator at once. Equality needs the same order.
+            background_compression: false,
             trace: Some(TraceConfig {
                 path: path.clone(),
                 workload: workload.into(),

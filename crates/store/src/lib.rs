@@ -21,4 +21,4 @@ pub mod alloc;
 pub mod chunks;
 mod store;
 
-pub use store::{Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES};
+pub use store::{encode, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES};

@@ -84,6 +84,14 @@ impl Default for StoreConfig {
 /// still gathering free space often enough for a store at its limit.
 pub const COMPACTION_MOVES_PER_PUT: usize = 1;
 
+/// The least share of its chunk bytes a store must have free (scattered
+/// between slots) for [`Store::compact_when_due`] to compact: below it a
+/// compaction, which copies every stored page, would give back too little
+/// memory to pay for itself. Measured on `ccvm run --workload hashindex
+/// --size 256M --ram 134M`: compacting whenever the rate limit allowed
+/// moved as many pages as were put (2.0M) and took a tenth of the run.
+pub const COMPACTION_MIN_FREE: f64 = 1.0 / 16.0;
+
 /// Why a store operation failed.
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -148,6 +156,33 @@ impl Stats {
     }
 }
 
+/// Encodes `page` (4096 bytes) as a store encodes it on a put, with
+/// `codec` into `out` (at least `huge_threshold` bytes): same-filled pages
+/// by their word, pages that compress to `huge_threshold` bytes or fewer
+/// compressed, others raw (`out` is then not written). Hand the result to
+/// [`Store::put_stored`].
+///
+/// ```
+/// use ccvm_store::{encode, Stored};
+/// let mut codec = ccvm_codec::by_name("wkdm").unwrap();
+/// let mut out = [0u8; 3072];
+/// assert_eq!(encode(&mut *codec, &[0u8; 4096], &mut out, 3072), Stored::Same(0));
+/// ```
+///
+/// # Panics
+///
+/// If `page` is not 4096 bytes or `out` is shorter than `huge_threshold`.
+pub fn encode(codec: &mut dyn Codec, page: &[u8], out: &mut [u8], huge_threshold: usize) -> Stored {
+    assert_eq!(page.len(), PAGE_SIZE, "a page is 4096 bytes");
+    if let Some(v) = same_filled_u64(page) {
+        return Stored::Same(v);
+    }
+    match codec.compress(page, &mut out[..huge_threshold]) {
+        Ok(n) => Stored::Compressed(n),
+        Err(_) => Stored::Raw,
+    }
+}
+
 /// How a page was kept, as [`Store::take_stored`] hands it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {
@@ -175,6 +210,25 @@ enum Place {
 struct Entry {
     place: Place,
     seq: u64,
+    /// Index of the page in its chunk's member list (slots only).
+    member: u32,
+}
+
+impl Place {
+    fn slot(self) -> Option<Slot> {
+        match self {
+            Place::Compressed(s) | Place::Raw(s) => Some(s),
+            Place::Same(_) => None,
+        }
+    }
+
+    /// The same kind of place at `slot`.
+    fn moved_to(self, slot: Slot) -> Place {
+        match self {
+            Place::Raw(_) => Place::Raw(slot),
+            _ => Place::Compressed(slot),
+        }
+    }
 }
 
 /// Everything behind the store's lock.
@@ -195,6 +249,9 @@ struct Inner {
     used: usize,
     /// Per chunk number: the footprints of its slots.
     chunk_used: Vec<usize>,
+    /// Per chunk number: the pages with a slot in it, so that emptying a
+    /// chunk visits its own pages and not the whole table.
+    members: Vec<Vec<u64>>,
     /// Puts since the last compaction.
     puts_since_compaction: usize,
     stats: Stats,
@@ -274,6 +331,7 @@ impl Store {
             used: 0,
             puts_since_compaction: 0,
             chunk_used: Vec::new(),
+            members: Vec::new(),
             stats,
         };
         Ok(Store {
@@ -310,6 +368,40 @@ impl Store {
     /// error the store is unchanged.
     pub fn put(&self, page_no: u64, page: &[u8]) -> Result<usize, StoreError> {
         self.put_inner(page_no, page, false).map(|(len, _)| len)
+    }
+
+    /// Stores a page already encoded as [`Store::put`] would encode it
+    /// (see [`encode`]): `bytes` holds the first `n` bytes of a
+    /// [`Stored::Compressed`]`(n)` page or the 4096 of a [`Stored::Raw`]
+    /// one, and is ignored for [`Stored::Same`]. Returns what `put` returns.
+    /// The runtime compresses pages in a helper process this way.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::put`]; also [`StoreError::PageSize`] if `bytes` is
+    /// shorter than `stored` says.
+    pub fn put_stored(&self, page_no: u64, stored: Stored, bytes: &[u8]) -> Result<usize, StoreError> {
+        let mut inner = self.inner.lock().expect("store lock");
+        let (bytes, raw) = match stored {
+            Stored::Same(v) => {
+                if inner.memory_used() + ENTRY_BYTES > inner.limit {
+                    return Err(StoreError::Full { limit: inner.limit });
+                }
+                inner.insert(page_no, Place::Same(v));
+                return Ok(0);
+            }
+            Stored::Raw => (bytes.get(..PAGE_SIZE).ok_or(StoreError::PageSize(bytes.len()))?, true),
+            Stored::Compressed(n) => (bytes.get(..n).ok_or(StoreError::PageSize(bytes.len()))?, false),
+        };
+        let slot = inner.place(bytes)?;
+        inner.insert(page_no, if raw { Place::Raw(slot) } else { Place::Compressed(slot) });
+        inner.grow_ahead();
+        Ok(slot.len as usize)
+    }
+
+    /// Pages that compress to more than this many bytes are kept raw.
+    pub fn huge_threshold(&self) -> usize {
+        self.huge_threshold
     }
 
     /// Like [`Store::put`], also returning the time spent in the codec, so
@@ -482,12 +574,17 @@ impl Store {
         self.inner.lock().expect("store lock").snapshot()
     }
 
-    /// Like [`Store::compact`], but only when enough pages have been put
-    /// since the last compaction for it to cost at most
-    /// [`COMPACTION_MOVES_PER_PUT`] page moves per put; 0 otherwise.
+    /// Like [`Store::compact`], but only when it pays: enough pages have
+    /// been put since the last compaction for it to cost at most
+    /// [`COMPACTION_MOVES_PER_PUT`] page moves per put, and at least
+    /// [`COMPACTION_MIN_FREE`] of the chunk bytes held are free, so that
+    /// it gives back that much memory. Returns the pages moved (0 if it
+    /// did not run).
     pub fn compact_when_due(&self) -> usize {
         let mut inner = self.inner.lock().expect("store lock");
-        if !inner.compaction_due() {
+        let held = inner.held * inner.chunk_size;
+        let free = held - inner.used;
+        if !inner.compaction_due() || (free as f64) < COMPACTION_MIN_FREE * held as f64 {
             return 0;
         }
         let moved = inner.compact();
@@ -653,8 +750,9 @@ impl Inner {
     /// Moves every slot out of the held chunk with the fewest bytes in
     /// use and gives one chunk back; whether it did. Refuses (doing
     /// nothing) unless the other chunks' free space holds that chunk's
-    /// bytes with a quarter to spare. Costs a scan of the table and a copy
-    /// of at most a chunk's bytes, where a full compaction moves every page.
+    /// bytes with a quarter to spare. Costs a copy of at most a chunk's
+    /// bytes (its pages are listed per chunk), where a full compaction
+    /// moves every page.
     fn reclaim_chunk(&mut self) -> bool {
         let used_in = |c: usize| self.chunk_used.get(c).copied().unwrap_or(0);
         let Some(c) = (0..self.chunks.len())
@@ -668,13 +766,9 @@ impl Inner {
         if self.held < 2 || free_elsewhere < live + live / 4 {
             return false;
         }
-        let moving: Vec<(u64, Slot)> = self
-            .table
-            .iter()
-            .filter_map(|(&p, e)| match e.place {
-                Place::Compressed(s) | Place::Raw(s) if s.chunk as usize == c => Some((p, s)),
-                _ => None,
-            })
+        let moving: Vec<(u64, Slot)> = std::mem::take(self.members.get_mut(c).unwrap_or(&mut Vec::new()))
+            .into_iter()
+            .map(|p| (p, self.table[&p].place.slot().expect("a member has a slot")))
             .collect();
         let mut bytes = Vec::with_capacity(live);
         for &(_, slot) in &moving {
@@ -703,11 +797,10 @@ impl Inner {
             chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&bytes[at..at + len]);
             at += len;
             self.note_slot(new, true);
+            let member = self.join(page, new);
             let entry = self.table.get_mut(&page).expect("a moving page has an entry");
-            entry.place = match entry.place {
-                Place::Raw(_) => Place::Raw(new),
-                _ => Place::Compressed(new),
-            };
+            entry.place = entry.place.moved_to(new);
+            entry.member = member;
             self.stats.pages_compacted += 1;
         }
         if spare_back {
@@ -726,7 +819,8 @@ impl Inner {
         self.next_seq += 1;
         self.puts_since_compaction += 1;
         self.order.push_back((seq, page_no));
-        self.table.insert(page_no, Entry { place, seq });
+        let member = place.slot().map_or(0, |slot| self.join(page_no, slot));
+        self.table.insert(page_no, Entry { place, seq, member });
         let s = &mut self.stats;
         match place {
             Place::Same(_) => s.same_pages += 1,
@@ -761,9 +855,30 @@ impl Inner {
             }
         };
         s.compr_data_size -= slot.len as u64;
+        self.leave(slot, entry.member);
         self.note_slot(slot, false);
         self.alloc.free(slot);
         true
+    }
+
+    /// Lists `page` among the members of `slot`'s chunk; returns its index.
+    fn join(&mut self, page: u64, slot: Slot) -> u32 {
+        let c = slot.chunk as usize;
+        if self.members.len() <= c {
+            self.members.resize_with(c + 1, Vec::new);
+        }
+        self.members[c].push(page);
+        (self.members[c].len() - 1) as u32
+    }
+
+    /// Takes the member at `index` off `slot`'s chunk's list (its page's
+    /// entry is gone or being moved).
+    fn leave(&mut self, slot: Slot, index: u32) {
+        let list = &mut self.members[slot.chunk as usize];
+        list.swap_remove(index as usize);
+        if let Some(&moved) = list.get(index as usize) {
+            self.table.get_mut(&moved).expect("a member has an entry").member = index;
+        }
     }
 
     /// Requests the next chunk early once less than 1/8 of a chunk is free.
@@ -825,17 +940,30 @@ impl Inner {
                 let chunk = self.chunks[new.chunk as usize].as_mut().expect("slot in a held chunk");
                 chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&buf[..len]);
                 let entry = self.table.get_mut(&page).expect("entry of a placed page");
-                entry.place = match entry.place {
-                    Place::Raw(_) => Place::Raw(new),
-                    _ => Place::Compressed(new),
-                };
+                entry.place = entry.place.moved_to(new);
                 moved += 1;
             }
         }
+        self.rebuild_members();
         self.stats.pages_compacted += moved as u64;
         self.stats.compactions += 1;
         self.puts_since_compaction = 0;
         moved
+    }
+
+    /// Lists every page under its chunk again (after compaction moved many).
+    fn rebuild_members(&mut self) {
+        self.members.iter_mut().for_each(Vec::clear);
+        let mut placed: Vec<(u64, Slot)> = self
+            .table
+            .iter()
+            .filter_map(|(&p, e)| e.place.slot().map(|s| (p, s)))
+            .collect();
+        placed.sort_unstable_by_key(|&(p, _)| p);
+        for (page, slot) in placed {
+            let member = self.join(page, slot);
+            self.table.get_mut(&page).expect("listed from the table").member = member;
+        }
     }
 
     fn snapshot(&self) -> Stats {

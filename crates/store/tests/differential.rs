@@ -1,5 +1,6 @@
 //! The store against a plain `HashMap<u64, [u8; 4096]>`: long random
 //! sequences of puts (real pages, same-filled pages, incompressible pages),
+//! half of them encoded outside the store (`encode`, `put_stored`),
 //! gets and removes, with every allocator, with a memory limit that forces
 //! refusals and compactions, and with chunk requests that fail. They must
 //! always agree, and the memory used must never pass the limit.
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 
 use ccvm_store::alloc::ALLOCATORS;
 use ccvm_store::chunks::{ChunkSource, FailingChunks, HeapChunks};
-use ccvm_store::{Store, StoreConfig, StoreError, Stored};
+use ccvm_store::{encode, Store, StoreConfig, StoreError, Stored};
 
 type Page = [u8; 4096];
 
@@ -74,10 +75,22 @@ fn run(
     let mut out = [0u8; 4096];
     for i in 0..ops {
         let page_no = rng.next() % 3000;
-        match rng.next() % 11 {
+        let op = rng.next() % 11;
+        let before_used = store.stats().memory_used();
+        match op {
             0..=4 => {
                 let page = page_for(&mut rng, real);
-                match store.put(page_no, &page) {
+                // Half the puts are encoded outside the store, as the
+                // runtime's helper process does, and must store the same.
+                let put = if page_no.is_multiple_of(2) {
+                    store.put(page_no, &page)
+                } else {
+                    let mut encoded = [0u8; 4096];
+                    let stored = encode(&mut *codec, &page, &mut encoded, store.huge_threshold());
+                    let bytes: &[u8] = if stored == Stored::Raw { &page } else { &encoded };
+                    store.put_stored(page_no, stored, bytes)
+                };
+                match put {
                     Ok(_) => {
                         model.insert(page_no, page);
                     }
@@ -126,7 +139,7 @@ fn run(
         let s = store.stats();
         assert!(
             s.memory_used() as usize <= limit,
-            "{allocator}: {} bytes used, limit {limit}",
+            "{allocator}: {} bytes used, limit {limit} (op {op} on page {page_no}, {before_used} before)",
             s.memory_used()
         );
         if i % 1000 == 0 {
