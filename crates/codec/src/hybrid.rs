@@ -110,7 +110,10 @@ impl Codec for Hybrid {
                 // LZ4 entirely and still compress by a third under WKdm.
                 let n = match wk {
                     Some(n) => n,
-                    None => self.wk.compress(block, body)?,
+                    None => self
+                        .wk
+                        .compress(block, body)
+                        .map_err(|_| CompressError::DoesNotFit { budget })?,
                 };
                 *head = 0;
                 Ok(1 + n)

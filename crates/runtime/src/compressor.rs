@@ -126,9 +126,16 @@ impl Helper {
         if base == libc::MAP_FAILED {
             return None;
         }
+        // One compression first, so that whatever a codec allocates on
+        // first use (zstd's workspace) is allocated here, not in the child.
+        let mut warm = vec![0u8; PAGE_SIZE];
+        let sample: Vec<u8> = (0..PAGE_SIZE).map(|i| (i * 7 % 251) as u8).collect();
+        let _ = encode(&mut *codec, &sample, &mut warm, huge_threshold);
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: clone without CLONE_VM is fork; exit signal 0 means no
-        // SIGCHLD. The child runs only `serve`, which allocates nothing.
+        // SIGCHLD. The child runs only `serve`, which allocates nothing
+        // (the codec was warmed above): glibc's fork handlers, which make
+        // malloc safe in a child, do not run for a raw clone.
         let child = unsafe { libc::syscall(libc::SYS_clone, 0, 0, 0, 0, 0) } as libc::pid_t;
         if child < 0 {
             // SAFETY: the mapping made above.

@@ -28,6 +28,9 @@
 //!   evictions alternate, so a few suffice, and these frames are the
 //!   runtime's own overhead outside the RAM budget. Beyond that the oldest
 //!   is freed with `MADV_DONTNEED`.
+//! * The shadow is not inherited by forked children (`MADV_DONTFORK`): a
+//!   frame shared with a child cannot be moved. Region pages shared with a
+//!   child (the program forked) are evicted the copying way instead.
 //! * The shadow is registered with the region's userfaultfd (the kernel's
 //!   rule for a move's destination) and reserves no memory
 //!   (`MAP_NORESERVE`); only slots known to hold a frame are touched.
@@ -61,6 +64,10 @@ impl Frames {
         }
         let len = pages * PAGE_SIZE;
         let base = map_small_pages(len)?;
+        // A fork (the compressor's helper, or the program's own) must not
+        // share the shadow's frames: a shared frame cannot be moved.
+        // SAFETY: the mapping just made.
+        unsafe { libc::madvise(base, len, libc::MADV_DONTFORK) };
         if uffd.register_missing(base as usize, len).is_err() {
             // SAFETY: the mapping made above.
             unsafe { libc::munmap(base, len) };

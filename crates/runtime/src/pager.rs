@@ -277,11 +277,21 @@ impl Pager {
             Target::Buffer => unsafe { self.uffd.copy(self.page.as_ptr(), dst, PAGE_SIZE) },
             Target::Frame(slot) => {
                 let frames = self.frames.as_mut().expect("a frame target has frames");
-                let r = frames.map(&self.uffd, slot, dst);
-                if r.is_err() {
-                    frames.give_back(slot);
+                match frames.map(&self.uffd, slot, dst) {
+                    // Shared with a forked child after all: copy it instead.
+                    // SAFETY: the source is the frame, mapped in our
+                    // shadow; the destination a page of the region.
+                    Err(nix::errno::Errno::EBUSY) => {
+                        let r = unsafe { self.uffd.copy(frames.slot(slot) as *const u8, dst, PAGE_SIZE) };
+                        frames.give_back(slot);
+                        r
+                    }
+                    Err(e) => {
+                        frames.give_back(slot);
+                        Err(e)
+                    }
+                    Ok(()) => Ok(()),
                 }
-                r
             }
         };
         match r {
