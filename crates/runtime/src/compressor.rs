@@ -205,6 +205,11 @@ impl Helper {
         }
     }
 
+    /// Pages in the ring waiting to be collected (not taken back).
+    pub fn waiting(&self) -> usize {
+        self.pages.iter().filter(|&&(_, gone)| !gone).count()
+    }
+
     /// Whether the ring has room for another page.
     pub fn has_room(&self) -> bool {
         self.pages.len() < RING

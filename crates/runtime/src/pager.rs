@@ -222,6 +222,7 @@ impl Pager {
         s.latency_zero = Timers::summary(&self.timers.zero);
         s.latency_trap = Timers::summary(&self.timers.trap);
         s.pages_trapped = self.traps.as_ref().map_or(0, Traps::trapped);
+        s.pages_pending = self.helper.as_ref().map_or(0, Helper::waiting);
         self.snapshot = s;
     }
 

@@ -67,6 +67,9 @@ pub struct RuntimeStats {
     pub latency_trap: Latency,
     /// Pages trapped at the end.
     pub pages_trapped: usize,
+    /// Pages evicted and still waiting for the helper process at the end
+    /// (not yet in `pages_compressed`).
+    pub pages_pending: usize,
     /// Most uncompressed pages allowed.
     pub uncompressed_pages: usize,
     /// Most bytes the compression cache may use.
