@@ -143,11 +143,22 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
         r.wall_s, r.plain_s
     );
     println!("checksum               {} ({ok})", r.checksum);
-    println!(
+    print_stats(&mut std::io::stdout().lock(), s)?;
+    if !r.checksum_ok {
+        bail!("the paged run's checksum differs from plain memory's");
+    }
+    Ok(())
+}
+
+/// Prints the runtime's counters, a line each, as `ccvm run` shows them.
+pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Result<()> {
+    writeln!(
+        out,
         "faults                 {} zero-fill, {} from the cache, {} from the swap file, {} of trapped pages",
         s.faults_zero, s.faults_cache, s.faults_disk, s.faults_trap
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "fault service µs       cache p50 {:.1} p99 {:.1}; swap p50 {:.1} p99 {:.1}; trapped p50 {:.1} p99 {:.1}",
         s.latency_cache.p50_us,
         s.latency_cache.p99_us,
@@ -155,19 +166,22 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
         s.latency_disk.p99_us,
         s.latency_trap.p50_us,
         s.latency_trap.p99_us
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "pages                  {} compressed, {} decompressed, {} spilled compressed, {} swapped raw",
         s.pages_compressed, s.pages_decompressed, s.pages_spilled, s.pages_swapped_raw
-    );
+    )?;
     if s.pages_compressed_background > 0 {
-        println!(
+        writeln!(
+            out,
             "background             {} pages compressed by the helper process; {} faults on pages it had not reached",
             s.pages_compressed_background, s.faults_pending
-        );
+        )?;
     }
-    println!("compression ratio      {:.3}", s.compression_ratio());
-    println!(
+    writeln!(out, "compression ratio      {:.3}", s.compression_ratio())?;
+    writeln!(
+        out,
         "swap file              {} MiB written in {} writes, {} MiB read in {} reads ({}-byte direct I/O); \
          {} MiB at most; cleaner: {} clusters, {} pages moved",
         mib(s.swap.bytes_written),
@@ -178,14 +192,16 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
         mib(s.swap.file_bytes),
         s.swap.cleaned,
         s.swap.pages_moved
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "split (most)           {} uncompressed pages; {} MiB compression cache",
         s.uncompressed_pages,
         mib(s.cache_budget)
-    );
+    )?;
     let st = &s.store;
-    println!(
+    writeln!(
+        out,
         "store (mm_stat)        orig {} compr {} mem_used {} mem_limit {} mem_used_max {} same {} compacted {} huge {}",
         st.orig_data_size,
         st.compr_data_size,
@@ -195,10 +211,7 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
         st.same_pages,
         st.pages_compacted,
         st.huge_pages
-    );
-    if !r.checksum_ok {
-        bail!("the paged run's checksum differs from plain memory's");
-    }
+    )?;
     Ok(())
 }
 

@@ -6,6 +6,7 @@
 mod bench_codecs;
 mod bench_kernel;
 mod bench_store;
+mod exec;
 mod figures;
 mod live;
 mod report;
@@ -33,6 +34,8 @@ enum Command {
     Demo(DemoArgs),
     /// Runs a built-in workload in a region paged live through the compression cache.
     Run(RunArgs),
+    /// Runs an unmodified program with its heap paged live through the compression cache, and reports on it.
+    Exec(ExecArgs),
     /// Traces a built-in workload: every reference outside a small window, and every page image compressed.
     Trace(TraceArgs),
     /// Lists the built-in workloads.
@@ -240,6 +243,64 @@ struct RunArgs {
 }
 
 #[derive(Args)]
+struct ExecArgs {
+    /// RAM budget of the program's heap: uncompressed pages plus the compression cache, e.g. 64M.
+    #[arg(long, value_parser = live::parse_bytes, default_value = "128M")]
+    ram: u64,
+    /// Address space reserved for the heap; what the program allocates beyond it is not paged.
+    #[arg(long, value_parser = live::parse_bytes, default_value = "4G")]
+    heap: u64,
+    /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
+    #[arg(long, default_value_t = 0.5)]
+    uncompressed_share: f64,
+    /// Policy: adaptive, fixed, none, adaptive-fine, zswap, douglis or fixedN (see `ccvm run --help`).
+    #[arg(long, default_value = "adaptive")]
+    policy: String,
+    /// Codec of the compression cache (see `ccvm codecs`).
+    #[arg(long, default_value = "hybrid")]
+    codec: String,
+    /// Directory for the swap file (default: the system's temp directory).
+    #[arg(long)]
+    swap_dir: Option<PathBuf>,
+    /// How faults are served: thread (the default here: system calls into the heap, such as a read(2) into a
+    /// malloc'd buffer, work) or signal (faster, but such a system call fails with EFAULT on a page not in memory).
+    #[arg(long, default_value = "thread", value_parser = ["thread", "signal"])]
+    fault_mode: String,
+    /// Copy page frames instead of moving them (see `ccvm run --help`).
+    #[arg(long)]
+    copy_frames: bool,
+    /// Compress evicted pages in the faulting path instead of in a helper process.
+    #[arg(long)]
+    compress_in_fault: bool,
+    /// Cost of a disk fault for the adaptive policy.
+    #[arg(long, value_parser = live::parse_duration, default_value = "100us")]
+    disk_cost: std::time::Duration,
+    /// Cost of a compression-cache fault for the adaptive policy.
+    #[arg(long, value_parser = live::parse_duration, default_value = "25us")]
+    cache_cost: std::time::Duration,
+    /// Run the program unpaged first (output discarded) and show both wall times.
+    #[arg(long)]
+    compare: bool,
+    /// Run the program without ccvm: for a program ccvm cannot page (statically linked).
+    #[arg(long)]
+    unpaged: bool,
+    /// Print the report as JSON (on standard error, like the text report).
+    #[arg(long)]
+    json: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "PROGRAM"
+    )]
+    command: Vec<String>,
+}
+
+#[derive(Args)]
 struct TraceArgs {
     /// Workload name (see `ccvm workloads`).
     #[arg(long)]
@@ -340,6 +401,45 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let report = live::run_one("run", &opts)?;
             live::print_run(&report, if args.json { Format::Json } else { Format::Table })
+        }
+        Command::Exec(args) => {
+            if !(0.0..=1.0).contains(&args.uncompressed_share) {
+                anyhow::bail!(
+                    "--uncompressed-share must be between 0 and 1, got {}",
+                    args.uncompressed_share
+                );
+            }
+            if !ccvm_policy::is_known(&args.policy) {
+                anyhow::bail!(
+                    "unknown policy '{}'; known: {}, fixedN (N% compressed)",
+                    args.policy,
+                    ccvm_policy::NAMES.join(", ")
+                );
+            }
+            ccvm_codec::by_name(&args.codec).map_err(anyhow::Error::msg)?;
+            let settings = ccvm_runtime::ExecSettings {
+                ram_bytes: args.ram,
+                heap_bytes: args.heap,
+                policy: args.policy,
+                codec: args.codec,
+                uncompressed_share: args.uncompressed_share,
+                fault_mode: args.fault_mode,
+                swap_dir: args.swap_dir,
+                move_frames: !args.copy_frames,
+                background_compression: !args.compress_in_fault,
+                disk_cost_ns: args.disk_cost.as_nanos() as u64,
+                cache_cost_ns: args.cache_cost.as_nanos() as u64,
+                report_dir: None,
+            };
+            let code = exec::exec(exec::ExecOptions {
+                settings,
+                command: args.command,
+                compare: args.compare,
+                unpaged: args.unpaged,
+                json: args.json,
+                report: args.report,
+            })?;
+            std::process::exit(code);
         }
         Command::Trace(args) => {
             let workload = ccvm_workload::by_name(&args.workload).map_err(anyhow::Error::msg)?;

@@ -210,6 +210,11 @@ impl Helper {
         self.pages.iter().filter(|&&(_, gone)| !gone).count()
     }
 
+    /// The oldest page in the ring not taken back, if any.
+    pub fn first_waiting(&self) -> Option<u64> {
+        self.pages.iter().find(|&&(_, gone)| !gone).map(|&(page, _)| page)
+    }
+
     /// Whether the ring has room for another page.
     pub fn has_room(&self) -> bool {
         self.pages.len() < RING

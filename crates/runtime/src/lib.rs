@@ -51,6 +51,7 @@
 mod aligned;
 mod compressor;
 mod config;
+mod exec;
 pub mod ffi;
 mod frames;
 mod pager;
@@ -61,7 +62,8 @@ mod swap;
 mod uffd;
 
 pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};
+pub use exec::{ExecReport, ExecSettings};
 pub use pager::FATAL_EXIT;
-pub use region::Region;
+pub use region::{ForkGuard, Region};
 pub use stats::{Latency, RuntimeStats};
 pub use swap::{SwapError, SwapStats};

@@ -38,6 +38,8 @@ use crate::swap::{SwapFile, SwapSlot};
 use crate::uffd::{Fault, Uffd};
 use ccvm_policy::Traps;
 
+mod fork;
+
 /// Where a page's bytes are while it is rebuilt or evicted.
 #[derive(Clone, Copy)]
 enum Target {
@@ -310,8 +312,15 @@ impl Pager {
         self.run_actions();
         let from = match self.state[page] {
             PageState::Resident => {
+                // Mapped by another thread's fault meanwhile (the zero page
+                // is then refused), or dropped by the program itself
+                // (`MADV_DONTNEED`), which leaves zeros.
                 self.stats.faults_repeat += 1;
-                self.wake(page);
+                match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
+                    Ok(()) => {}
+                    Err(nix::errno::Errno::EEXIST) => self.wake(page),
+                    Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
+                }
                 return;
             }
             PageState::Pending => {
@@ -430,6 +439,11 @@ impl Pager {
         let out = self.target_bytes(target);
         // SAFETY: as in `serve`: our buffer or frame, apart from the payload.
         let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
+        self.decode_into(page, stored, out);
+    }
+
+    /// Rebuilds a page read from disk (in `self.payload`) into `out`.
+    fn decode_into(&mut self, page: usize, stored: Stored, out: &mut [u8]) {
         match stored {
             Stored::Same(v) => out
                 .chunks_exact_mut(8)

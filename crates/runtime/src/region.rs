@@ -261,6 +261,21 @@ impl Region {
         }
     }
 
+    /// Holds the pager for a `fork` about to happen: no fault is served
+    /// until the guard is used up in the parent ([`ForkGuard::parent`]) or
+    /// in the child ([`ForkGuard::child`]). Pages on their way to the
+    /// helper process are compressed first, and trapped pages mapped back,
+    /// since a child inherits neither the helper's ring nor the shadow.
+    ///
+    /// Call it from a `pthread_atfork` prepare handler, after taking any
+    /// lock that a thread may hold while it touches the region (such as an
+    /// allocator's), so that no such thread waits on a fault meanwhile.
+    pub fn prepare_fork(&self) -> ForkGuard<'_> {
+        let mut pager = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        pager.settle_for_fork();
+        ForkGuard { pager }
+    }
+
     /// The swap file's descriptor, for diagnostics (tests corrupt it).
     pub fn swap_fd(&self) -> RawFd {
         self.swap_fd
@@ -306,6 +321,31 @@ impl Drop for Region {
         // SAFETY: our mapping; the handler has stopped and no reference
         // into it outlives self.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// The pager held across a `fork` (see [`Region::prepare_fork`]).
+pub struct ForkGuard<'a> {
+    pager: std::sync::MutexGuard<'a, Pager>,
+}
+
+impl ForkGuard<'_> {
+    /// In the parent after the fork: faults are served again. If the child
+    /// is to copy pages out of the region (see [`ForkGuard::child`]), wait
+    /// for it to finish first, because from here on the parent changes its
+    /// store and swap file.
+    pub fn parent(self) {}
+
+    /// In the child after the fork: writes every page held compressed or
+    /// in the swap file into its place, so that the whole region reads as
+    /// the parent's did, and leaves the region unpaged for good (the child
+    /// has no userfaultfd registration and no handler). Returns the pages
+    /// written. The region must not be used as a `Region` afterwards, only
+    /// as memory; its pager stays held.
+    pub fn child(mut self) -> usize {
+        let written = self.pager.materialize_in_child();
+        std::mem::forget(self);
+        written
     }
 }
 

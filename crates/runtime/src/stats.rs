@@ -1,12 +1,12 @@
 //! What a region reports.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::swap::SwapStats;
 
 /// Fault service times of one kind, microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     /// Faults measured.
     pub count: u64,
@@ -20,7 +20,7 @@ pub struct Latency {
 /// event to the page being mapped (the faulting thread wakes then), and
 /// includes any added disk latency; it leaves out the evictions that
 /// follow, which run while the thread proceeds.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RuntimeStats {
     /// First touches, served with zeros.
     pub faults_zero: u64,

@@ -106,7 +106,7 @@ impl SwapSlot {
 }
 
 /// I/O counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SwapStats {
     /// Write requests (whole clusters).
     pub writes: u64,

@@ -121,7 +121,7 @@ pub enum StoreError {
 }
 
 /// Counters named as in Linux zram's `mm_stat`, plus a few of ccvm's.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     /// Bytes of the pages stored (4096 each), same-filled ones included.
     pub orig_data_size: u64,

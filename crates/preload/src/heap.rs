@@ -1,0 +1,204 @@
+//! The heap: a TLSF allocator ([`rlsf`]) over the paged region, behind one
+//! lock.
+//!
+//! # Choices
+//!
+//! * TLSF, not a hand-written allocator: constant time per call, and it
+//!   takes its pool as a plain range of memory, which is what a region is.
+//!   One lock for all threads: the programs paged here spend their time in
+//!   faults, not in malloc.
+//! * Each block starts with a 16-byte header (size asked for, alignment),
+//!   just before the pointer handed out, because `free` is not told either
+//!   and TLSF needs the alignment to find its block. Blocks aligned beyond
+//!   16 bytes give up their alignment in front of the pointer for it.
+//! * Memory above the highest block ever handed out has never been written
+//!   (apart from TLSF's header of the free remainder, right past it), so it
+//!   is still zero: `calloc` and anonymous `mmap` clear only the part of a
+//!   block below that mark, and a large fresh block is not touched at all,
+//!   which would fault it in page by page.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+type Pool = rlsf::Tlsf<'static, u32, u32, 32, 32>;
+
+/// Bytes of the header before every pointer handed out.
+const HEADER: usize = 16;
+/// Past the highest block handed out, TLSF has written the free
+/// remainder's header (32 bytes, 16-byte aligned); beyond this margin
+/// memory is untouched.
+const FRESH_MARGIN: usize = 64;
+
+#[repr(C)]
+struct Header {
+    size: usize,
+    align: usize,
+}
+
+/// The TLSF pool and its accounts.
+pub struct Heap {
+    pool: Pool,
+    /// End of the highest block handed out so far.
+    fresh: usize,
+    in_use: usize,
+    peak: usize,
+}
+
+// SAFETY: the pool's pointers are into the region, which lives for the
+// whole process; the heap is only used under its lock.
+unsafe impl Send for Heap {}
+
+static HEAP: Mutex<Option<Heap>> = Mutex::new(None);
+static START: AtomicUsize = AtomicUsize::new(0);
+static END: AtomicUsize = AtomicUsize::new(0);
+/// Bytes given out by the C library instead (see `ExecReport`).
+pub static UNPAGED: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes the heap over `len` bytes at `start`, which it owns from now on.
+///
+/// # Safety
+///
+/// `start..start + len` is mapped, writable and used by nothing else for
+/// the rest of the process.
+pub unsafe fn init(start: *mut u8, len: usize) {
+    let mut pool = Pool::new();
+    let block = NonNull::new(std::ptr::slice_from_raw_parts_mut(start, len)).expect("the region is not null");
+    // SAFETY: as the caller promises.
+    unsafe { pool.insert_free_block_ptr(block) };
+    *lock() = Some(Heap {
+        pool,
+        fresh: start as usize,
+        in_use: 0,
+        peak: 0,
+    });
+    START.store(start as usize, Ordering::Release);
+    END.store(start as usize + len, Ordering::Release);
+}
+
+/// The heap's lock (held across `fork`, see the crate docs).
+pub fn lock() -> MutexGuard<'static, Option<Heap>> {
+    HEAP.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `ptr` is in the heap (so was handed out by it).
+pub fn contains(ptr: *const u8) -> bool {
+    let p = ptr as usize;
+    p >= START.load(Ordering::Acquire) && p < END.load(Ordering::Acquire)
+}
+
+/// Most bytes allocated at once.
+pub fn peak() -> usize {
+    lock().as_ref().map_or(0, |h| h.peak)
+}
+
+impl Heap {
+    /// A block of `size` bytes aligned to `align` (a power of two), zeroed
+    /// if `zero`; `None` if the heap has no room.
+    fn alloc(&mut self, size: usize, align: usize, zero: bool) -> Option<*mut u8> {
+        let align = align.max(HEADER);
+        let layout = Layout::from_size_align(size.checked_add(align)?, align).ok()?;
+        let block = self.pool.allocate(layout)?.as_ptr();
+        // SAFETY: the block has `align` bytes before the user's part, the
+        // last 16 of them for the header.
+        let user = unsafe { block.add(align) };
+        unsafe { user.sub(HEADER).cast::<Header>().write(Header { size, align }) };
+        let end = user as usize + size;
+        if zero {
+            let dirty_end = end.min(self.fresh + FRESH_MARGIN);
+            if dirty_end > user as usize {
+                // SAFETY: inside the block.
+                unsafe { user.write_bytes(0, dirty_end - user as usize) };
+            }
+        }
+        self.fresh = self.fresh.max(end);
+        self.in_use += size;
+        self.peak = self.peak.max(self.in_use);
+        Some(user)
+    }
+
+    fn header(user: *mut u8) -> *mut Header {
+        // SAFETY (for callers): a pointer this heap handed out has its
+        // header right before it.
+        user.wrapping_sub(HEADER).cast()
+    }
+
+    /// Frees a block this heap handed out.
+    ///
+    /// # Safety
+    ///
+    /// `user` came from this heap and is not used again.
+    unsafe fn free(&mut self, user: *mut u8) {
+        // SAFETY: as the caller promises.
+        let Header { size, align } = unsafe { Self::header(user).read() };
+        self.in_use -= size;
+        // SAFETY: the block TLSF gave, with the alignment it was given.
+        unsafe { self.pool.deallocate(NonNull::new_unchecked(user.sub(align)), align) };
+    }
+
+    /// Resizes a block, moving it if it must.
+    ///
+    /// # Safety
+    ///
+    /// `user` came from this heap.
+    unsafe fn realloc(&mut self, user: *mut u8, size: usize) -> Option<*mut u8> {
+        // SAFETY: as the caller promises.
+        let Header { size: old, align } = unsafe { Self::header(user).read() };
+        if align == HEADER {
+            let layout = Layout::from_size_align(size.checked_add(HEADER)?, HEADER).ok()?;
+            // SAFETY: a block of this pool with this alignment.
+            let block = unsafe { self.pool.reallocate(NonNull::new_unchecked(user.sub(HEADER)), layout)? };
+            let user = unsafe { block.as_ptr().add(HEADER) };
+            unsafe { Self::header(user).write(Header { size, align }) };
+            self.in_use = self.in_use - old + size;
+            self.peak = self.peak.max(self.in_use);
+            self.fresh = self.fresh.max(user as usize + size);
+            return Some(user);
+        }
+        let new = self.alloc(size, align, false)?;
+        // SAFETY: two distinct blocks, each at least this long.
+        unsafe { std::ptr::copy_nonoverlapping(user, new, old.min(size)) };
+        unsafe { self.free(user) };
+        Some(new)
+    }
+}
+
+/// A block from the heap; `None` if there is no heap (not started, or
+/// never to start in this process) or no room in it.
+pub fn alloc(size: usize, align: usize, zero: bool) -> Option<*mut u8> {
+    lock().as_mut()?.alloc(size, align, zero)
+}
+
+/// Frees a block of the heap.
+///
+/// # Safety
+///
+/// `ptr` was handed out by [`alloc`] or [`realloc`] and is not used again.
+pub unsafe fn free(ptr: *mut u8) {
+    if let Some(heap) = lock().as_mut() {
+        // SAFETY: as the caller promises.
+        unsafe { heap.free(ptr) }
+    }
+}
+
+/// Resizes a block of the heap; `None` (the block unchanged) if there is
+/// no room.
+///
+/// # Safety
+///
+/// As for [`free`].
+pub unsafe fn realloc(ptr: *mut u8, size: usize) -> Option<*mut u8> {
+    // SAFETY: as the caller promises.
+    lock().as_mut().and_then(|heap| unsafe { heap.realloc(ptr, size) })
+}
+
+/// The size asked for when `ptr` was allocated.
+///
+/// # Safety
+///
+/// As for [`free`], but the block stays in use.
+pub unsafe fn usable_size(ptr: *mut u8) -> usize {
+    // SAFETY: as the caller promises.
+    unsafe { Heap::header(ptr).read().size }
+}

@@ -1,0 +1,223 @@
+//! The library `ccvm exec` preloads (`LD_PRELOAD`) into an unmodified,
+//! dynamically linked program, so that the program's heap is paged live
+//! through ccvm's compression cache.
+//!
+//! It provides no Rust API: it replaces the C library's allocation entry
+//! points ([`exports`]) and, when the `CCVM_EXEC` environment variable
+//! holds [`ccvm_runtime::ExecSettings`], starts a
+//! [`Region`](ccvm_runtime::Region) as the process starts and serves the
+//! program's memory from a [`heap`] over it. Without the variable it is
+//! inert: everything goes to the C library.
+//!
+//! # Key decision: one region, one heap, everything else passed on
+//!
+//! The program's malloc family and its plain anonymous `mmap`s (private,
+//! read-write, no fixed address) are served from one region reserved at
+//! start ([`ExecSettings::heap_bytes`](ccvm_runtime::ExecSettings)), by a
+//! TLSF allocator. One region keeps the pager, policy and store exactly
+//! those of `ccvm run`. Everything else (shared or file mappings, stacks,
+//! `MAP_NORESERVE` reservations such as a JVM's heap, fixed addresses) goes
+//! to the kernel unchanged. What is allocated before the region is up, and
+//! what does not fit in it, comes from the C library's own malloc, unpaged
+//! and counted; `free` tells the two apart by address.
+//!
+//! The library's own Rust allocations, the pager's included, go straight
+//! to the C library (`__libc_malloc`), never to the paged heap: the pager
+//! must not fault on its own memory.
+//!
+//! # Fork, exec, exit
+//!
+//! * `fork`: the child gets a consistent heap, all of it in memory, and is
+//!   not paged (see `ccvm_runtime::ForkGuard`); the parent waits until the
+//!   child has written its pages into place. `vfork` and `posix_spawn`
+//!   children share the parent's memory and are served by its pager.
+//! * `exec`: the new program inherits `CCVM_EXEC` and is paged with a
+//!   budget of its own.
+//! * exit, from any thread: the process writes its
+//!   [`ExecReport`](ccvm_runtime::ExecReport) to `<report_dir>/<pid>.json`.
+//!   The region is left in place: other threads may still be running.
+
+#![deny(missing_docs)]
+
+pub mod exports;
+pub mod heap;
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::MutexGuard;
+
+use ccvm_runtime::{ExecReport, ExecSettings, ForkGuard, Region};
+
+/// The library's own allocations: the C library's malloc, never the heap.
+struct LibcAlloc;
+
+// SAFETY: forwards to the C library's allocator, which returns blocks of
+// at least the size and alignment asked for.
+unsafe impl std::alloc::GlobalAlloc for LibcAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = if layout.align() <= 16 {
+            unsafe { exports::__libc_malloc(layout.size()) }
+        } else {
+            unsafe { exports::__libc_memalign(layout.align(), layout.size()) }
+        };
+        p.cast()
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: std::alloc::Layout) {
+        unsafe { exports::__libc_free(ptr.cast()) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: LibcAlloc = LibcAlloc;
+
+/// Where this process stands.
+const OFF: u8 = 0;
+const PAGED: u8 = 1;
+/// A forked child: the heap is plain memory.
+const DETACHED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(OFF);
+static REGION: AtomicPtr<Region> = AtomicPtr::new(std::ptr::null_mut());
+static SETTINGS: AtomicPtr<ExecSettings> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether the heap is up (paged, or a forked child's plain copy).
+pub fn started() -> bool {
+    STATE.load(Ordering::Acquire) != OFF
+}
+
+fn region() -> Option<&'static Region> {
+    // SAFETY: set once, to a leaked region.
+    unsafe { REGION.load(Ordering::Acquire).as_ref() }
+}
+
+/// Stops the program before it runs, with one line.
+fn refuse(why: &str) -> ! {
+    eprintln!("ccvm: cannot page this program: {why}");
+    // SAFETY: ends the process; nothing of the program has run yet.
+    unsafe { libc::_exit(125) }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static START: extern "C" fn() = start;
+
+#[used]
+#[link_section = ".fini_array"]
+static END: extern "C" fn() = end;
+
+extern "C" fn start() {
+    let Some(settings) = ExecSettings::from_env() else {
+        return;
+    };
+    let settings = settings.unwrap_or_else(|e| refuse(&e));
+    let config = settings.runtime_config().unwrap_or_else(|e| refuse(&e));
+    let region = Region::new(settings.heap_bytes as usize, config).unwrap_or_else(|e| refuse(&e.to_string()));
+    let region = Box::leak(Box::new(region));
+    // SAFETY: the region's memory is ours alone for the rest of the process.
+    unsafe { heap::init(region.as_ptr(), region.len()) };
+    REGION.store(region, Ordering::Release);
+    SETTINGS.store(Box::leak(Box::new(settings)), Ordering::Release);
+    // SAFETY: registering handlers that live as long as the process.
+    if unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) } != 0 {
+        refuse("pthread_atfork failed");
+    }
+    STATE.store(PAGED, Ordering::Release);
+}
+
+extern "C" fn end() {
+    if STATE.load(Ordering::Acquire) != PAGED {
+        return;
+    }
+    let (Some(region), Some(settings)) = (region(), unsafe { SETTINGS.load(Ordering::Acquire).as_ref() }) else {
+        return;
+    };
+    let Some(dir) = &settings.report_dir else {
+        return;
+    };
+    let report = ExecReport {
+        pid: std::process::id(),
+        command: std::env::args().collect(),
+        settings: settings.clone(),
+        heap_peak_bytes: heap::peak() as u64,
+        unpaged_bytes: heap::UNPAGED.load(Ordering::Relaxed) as u64,
+        stats: region.stats(),
+    };
+    let path = dir.join(format!("{}.json", report.pid));
+    let json = serde_json::to_vec(&report).expect("reports serialize");
+    if let Err(e) = std::fs::write(&path, json) {
+        eprintln!("ccvm: writing the report {}: {e}", path.display());
+    }
+}
+
+/// What is held across a fork, from the prepare handler to the parent's or
+/// the child's (the forking thread runs all three, under the heap lock).
+struct Held {
+    heap: MutexGuard<'static, Option<heap::Heap>>,
+    pager: ForkGuard<'static>,
+    /// The child writes a byte here when its pages are in place.
+    pipe: [libc::c_int; 2],
+}
+
+struct ForkCell(UnsafeCell<Option<Held>>);
+// SAFETY: only the forking thread touches it, between taking and
+// releasing the heap lock, which serialises forks.
+unsafe impl Sync for ForkCell {}
+static HELD: ForkCell = ForkCell(UnsafeCell::new(None));
+
+extern "C" fn before_fork() {
+    if STATE.load(Ordering::Acquire) != PAGED {
+        return;
+    }
+    let Some(region) = region() else { return };
+    // The heap lock first: a thread holding it may be waiting on a fault,
+    // which needs the pager.
+    let heap = heap::lock();
+    let pager = region.prepare_fork();
+    let mut pipe = [-1; 2];
+    // SAFETY: a two-descriptor array.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        pipe = [-1; 2];
+    }
+    // SAFETY: see ForkCell.
+    unsafe { *HELD.0.get() = Some(Held { heap, pager, pipe }) };
+}
+
+extern "C" fn after_fork_parent() {
+    // SAFETY: see ForkCell.
+    let Some(held) = (unsafe { (*HELD.0.get()).take() }) else {
+        return;
+    };
+    let [read_end, write_end] = held.pipe;
+    if read_end >= 0 {
+        // SAFETY: our pipe. Waits for the child's byte, or for its end of
+        // the pipe to close (the child died or exec'd).
+        unsafe {
+            libc::close(write_end);
+            let mut byte = 0u8;
+            while libc::read(read_end, (&mut byte as *mut u8).cast(), 1) < 0 && *libc::__errno_location() == libc::EINTR
+            {
+            }
+            libc::close(read_end);
+        }
+    }
+    held.pager.parent();
+    drop(held.heap);
+}
+
+extern "C" fn after_fork_child() {
+    // SAFETY: see ForkCell.
+    let Some(held) = (unsafe { (*HELD.0.get()).take() }) else {
+        return;
+    };
+    held.pager.child();
+    STATE.store(DETACHED, Ordering::Release);
+    let [read_end, write_end] = held.pipe;
+    if write_end >= 0 {
+        // SAFETY: our pipe.
+        unsafe {
+            libc::write(write_end, [1u8].as_ptr().cast(), 1);
+            libc::close(write_end);
+            libc::close(read_end);
+        }
+    }
+    drop(held.heap);
+}

@@ -1,0 +1,150 @@
+//! What `ccvm exec` and the library it preloads into a program tell each
+//! other: the settings a program's heap is paged with, passed in one
+//! environment variable, and the report each paged process leaves behind.
+//!
+//! # Choices
+//!
+//! * One variable holding JSON, not a variable per setting: the two sides
+//!   cannot drift apart on names, and a program that `exec`s another
+//!   passes the whole of it on, so the new program is paged the same way
+//!   with a budget of its own.
+//! * Sizes are plain byte counts: `ccvm exec` parses `64M` and the like,
+//!   so the preloaded library needs no parser of its own.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{FaultMode, RuntimeConfig};
+use crate::stats::RuntimeStats;
+
+/// How a preloaded program's heap is paged.
+///
+/// ```
+/// use ccvm_runtime::ExecSettings;
+/// let s = ExecSettings { ram_bytes: 64 << 20, ..ExecSettings::default() };
+/// let back = ExecSettings::from_value(&s.to_value()).unwrap();
+/// assert_eq!(back.ram_bytes, 64 << 20);
+/// assert_eq!(back.runtime_config().unwrap().ram_bytes, 64 << 20);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecSettings {
+    /// RAM for the heap's uncompressed pages and compression cache.
+    pub ram_bytes: u64,
+    /// Address space reserved for the heap; what the program allocates
+    /// beyond it comes from the C library's own malloc, unpaged.
+    pub heap_bytes: u64,
+    /// Policy name (see `ccvm_policy::NAMES`).
+    pub policy: String,
+    /// Codec name (see `ccvm_codec::names`).
+    pub codec: String,
+    /// Share of the RAM for uncompressed pages (fixed policy).
+    pub uncompressed_share: f64,
+    /// `signal` or `thread` (see [`FaultMode`]).
+    pub fault_mode: String,
+    /// Directory of the swap file; `None` for the system's temp directory.
+    pub swap_dir: Option<PathBuf>,
+    /// See [`RuntimeConfig::move_frames`].
+    pub move_frames: bool,
+    /// See [`RuntimeConfig::background_compression`].
+    pub background_compression: bool,
+    /// What the adaptive policy takes a disk fault to cost, nanoseconds.
+    pub disk_cost_ns: u64,
+    /// What it takes a compression-cache fault to cost, nanoseconds.
+    pub cache_cost_ns: u64,
+    /// Directory where each paged process writes `<pid>.json` at exit.
+    pub report_dir: Option<PathBuf>,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        let runtime = RuntimeConfig::default();
+        ExecSettings {
+            ram_bytes: runtime.ram_bytes,
+            heap_bytes: 4 << 30,
+            policy: runtime.policy,
+            codec: runtime.codec,
+            uncompressed_share: runtime.uncompressed_share,
+            // System calls into the heap (read(2) into a malloc'd buffer)
+            // must work for programs ccvm did not write.
+            fault_mode: "thread".into(),
+            swap_dir: None,
+            move_frames: runtime.move_frames,
+            background_compression: runtime.background_compression,
+            disk_cost_ns: runtime.disk_cost.as_nanos() as u64,
+            cache_cost_ns: runtime.cache_cost.as_nanos() as u64,
+            report_dir: None,
+        }
+    }
+}
+
+impl ExecSettings {
+    /// The environment variable that carries the settings.
+    pub const VAR: &'static str = "CCVM_EXEC";
+
+    /// The settings as the variable's value.
+    pub fn to_value(&self) -> String {
+        serde_json::to_string(self).expect("settings serialize")
+    }
+
+    /// Settings from the variable's value.
+    ///
+    /// # Errors
+    ///
+    /// A one-line message if the value is not settings written by
+    /// [`ExecSettings::to_value`].
+    pub fn from_value(value: &str) -> Result<ExecSettings, String> {
+        serde_json::from_str(value).map_err(|e| format!("{} is not ccvm exec's settings ({e})", Self::VAR))
+    }
+
+    /// The settings in this process's environment: `None` if the variable
+    /// is not set (the library then does nothing).
+    pub fn from_env() -> Option<Result<ExecSettings, String>> {
+        let value = std::env::var(Self::VAR).ok()?;
+        Some(Self::from_value(&value))
+    }
+
+    /// The region settings these stand for.
+    ///
+    /// # Errors
+    ///
+    /// A one-line message for an unknown fault mode.
+    pub fn runtime_config(&self) -> Result<RuntimeConfig, String> {
+        Ok(RuntimeConfig {
+            ram_bytes: self.ram_bytes,
+            uncompressed_share: self.uncompressed_share,
+            policy: self.policy.clone(),
+            codec: self.codec.clone(),
+            swap_dir: self.swap_dir.clone(),
+            disk_latency: Duration::ZERO,
+            trace: None,
+            disk_cost: Duration::from_nanos(self.disk_cost_ns),
+            cache_cost: Duration::from_nanos(self.cache_cost_ns),
+            fault_mode: FaultMode::by_name(&self.fault_mode)?,
+            move_frames: self.move_frames,
+            background_compression: self.background_compression,
+            // Trapped pages live in the shadow, which a forked child does
+            // not inherit; fork settles them, but they buy little here.
+            trap_share: 0.0,
+        })
+    }
+}
+
+/// What one paged process reports at exit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecReport {
+    /// Its process id.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// The settings it was paged with.
+    pub settings: ExecSettings,
+    /// Most heap bytes allocated at once (block sizes as requested).
+    pub heap_peak_bytes: u64,
+    /// Bytes allocated from the C library instead, unpaged: before the
+    /// heap was up, or when it was full.
+    pub unpaged_bytes: u64,
+    /// The runtime's counters.
+    pub stats: RuntimeStats,
+}

@@ -1,0 +1,83 @@
+//! What the pager does around a `fork`: the child of a paged process gets
+//! the region's whole contents in place and runs unpaged.
+//!
+//! # Choices
+//!
+//! * A forked child does not inherit the userfaultfd registration, so a
+//!   page that is not in its memory would read as zeros. Rather than share
+//!   the parent's store and swap file with the child (both keep changing,
+//!   and the child would need a snapshot of each), the child writes every
+//!   page it holds compressed or in the swap file into place, from its own
+//!   copy of the store and the swap file, which the parent leaves untouched
+//!   until the child is done (the caller holds the pager meanwhile). The
+//!   child then holds its whole region uncompressed and is not paged; a
+//!   program it `exec`s starts paging afresh.
+//! * Pages still in the helper's ring are compressed by the parent before
+//!   the fork, because the ring is shared with the parent's helper.
+//! * Trapped pages live in the shadow, which a child does not inherit
+//!   (`MADV_DONTFORK`): they are mapped back before the fork.
+
+use super::{fatal, PageState, Pager, Target};
+use ccvm_codec::PAGE_SIZE;
+
+impl Pager {
+    /// Leaves no page in the helper's ring or trapped in the shadow, so
+    /// that a child forked now needs neither.
+    pub(crate) fn settle_for_fork(&mut self) {
+        self.collect_finished();
+        self.run_actions();
+        while let Some(page) = self.helper.as_ref().and_then(|h| h.first_waiting()) {
+            self.stats.faults_pending += 1;
+            self.complete_pending(page as usize);
+            self.run_actions();
+        }
+        for page in 0..self.state.len() {
+            if matches!(self.state[page], PageState::Trapped) {
+                self.map_page(page, Target::Frame(page));
+                self.state[page] = PageState::Resident;
+                if let Some(traps) = &mut self.traps {
+                    traps.untrap(page as u64);
+                }
+            }
+        }
+    }
+
+    /// In a forked child: writes every page held compressed or in the swap
+    /// file into its place in the region (which the child has unregistered)
+    /// and forgets the helper, which is the parent's. Returns the pages
+    /// written. Afterwards the pager must not be used.
+    pub(crate) fn materialize_in_child(&mut self) -> usize {
+        if let Some(helper) = self.helper.take() {
+            // Dropping it would stop the parent's helper.
+            std::mem::forget(helper);
+        }
+        let mut written = 0;
+        for page in 0..self.state.len() {
+            let addr = self.addr(page) as *mut u8;
+            // SAFETY: a page of the region, which is mapped in the child
+            // and not registered: a write allocates it.
+            let out = unsafe { std::slice::from_raw_parts_mut(addr, PAGE_SIZE) };
+            match self.state[page] {
+                PageState::Compressed => {
+                    if let Err(e) = self.store.get(page as u64, out) {
+                        fatal(e);
+                    }
+                }
+                PageState::Swapped(slot) => {
+                    let stored = match self.swap.read(page as u64, slot, &mut self.payload) {
+                        Ok(s) => s,
+                        Err(e) => fatal(e),
+                    };
+                    self.decode_into(page, stored, out);
+                }
+                PageState::Pending | PageState::Trapped => {
+                    fatal(format!("page {page} was not settled before the fork"))
+                }
+                PageState::Untouched | PageState::Resident => continue,
+            }
+            self.state[page] = PageState::Resident;
+            written += 1;
+        }
+        written
+    }
+}

@@ -1,0 +1,270 @@
+//! `ccvm exec`: runs an unmodified, dynamically linked program with its
+//! heap paged live through ccvm, by preloading the library built from
+//! `crates/preload` (embedded in this binary), and reports what paging did.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use ccvm_runtime::{ExecReport, ExecSettings};
+
+/// The preloaded library, built by build.rs.
+static PRELOAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libccvm_preload.so"));
+
+/// What to run and how.
+pub struct ExecOptions {
+    /// How the heap is paged (`report_dir` is set here).
+    pub settings: ExecSettings,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Run it unpaged first and show both wall times.
+    pub compare: bool,
+    /// Run it unpaged only (for a program ccvm cannot page).
+    pub unpaged: bool,
+    /// Print the report as JSON.
+    pub json: bool,
+    /// Also write the report, as JSON, to this file.
+    pub report: Option<PathBuf>,
+}
+
+/// Everything `ccvm exec --json` prints.
+#[derive(serde::Serialize)]
+struct Summary<'a> {
+    command: &'a [String],
+    wall_s: f64,
+    unpaged_wall_s: Option<f64>,
+    exit: String,
+    /// The program's own process first, then any it exec'd or forked that
+    /// were paged, by process id.
+    processes: &'a [ExecReport],
+}
+
+/// Writes the embedded library to a file named by its contents (once per
+/// build) and returns the path.
+fn preload_path() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("CCVM_PRELOAD") {
+        return Ok(PathBuf::from(p));
+    }
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    PRELOAD.hash(&mut h);
+    // SAFETY: getuid cannot fail.
+    let dir = std::env::temp_dir().join(format!("ccvm-{}", unsafe { libc::getuid() }));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("libccvm_preload-{:016x}.so", h.finish()));
+    if std::fs::metadata(&path)
+        .map(|m| m.len() as usize == PRELOAD.len())
+        .unwrap_or(false)
+    {
+        return Ok(path);
+    }
+    let tmp = dir.join(format!(".preload-{}", std::process::id()));
+    std::fs::write(&tmp, PRELOAD).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// `program` as the shell would find it.
+fn resolve(program: &str) -> anyhow::Result<PathBuf> {
+    if program.contains('/') {
+        return Ok(PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .with_context(|| format!("{program}: not found in PATH"))
+}
+
+/// Why `path` cannot take a preloaded library, if it cannot: a statically
+/// linked executable loads none. A script is judged by its interpreter.
+fn cannot_preload(path: &Path, depth: u32) -> anyhow::Result<Option<String>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    if let Some(rest) = bytes.strip_prefix(b"#!") {
+        let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+        let line = String::from_utf8_lossy(line);
+        let interpreter = line.split_whitespace().next().unwrap_or_default();
+        if interpreter.is_empty() || depth > 2 {
+            return Ok(None);
+        }
+        let interpreter = resolve(interpreter)?;
+        // `#!/usr/bin/env python3`: the program env runs is what counts.
+        if interpreter.file_name().is_some_and(|n| n == "env") {
+            if let Some(next) = line.split_whitespace().nth(1) {
+                return cannot_preload(&resolve(next)?, depth + 1);
+            }
+        }
+        return cannot_preload(&interpreter, depth + 1);
+    }
+    let elf = match goblin::elf::Elf::parse(&bytes) {
+        Ok(elf) => elf,
+        Err(_) => return Ok(None),
+    };
+    if elf.interpreter.is_none() {
+        return Ok(Some(format!(
+            "{} is statically linked: it loads no shared library, so ccvm cannot page it \
+             (add --unpaged to run it anyway, unpaged)",
+            path.display()
+        )));
+    }
+    Ok(None)
+}
+
+/// Runs `command` and returns (wall time, exit status as a shell gives it).
+fn run_program(command: &[String], env: &[(String, String)], quiet: bool) -> anyhow::Result<(Duration, i32, String)> {
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if quiet {
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+    }
+    let started = Instant::now();
+    let status = cmd.status().with_context(|| format!("running {}", command[0]))?;
+    let wall = started.elapsed();
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => (wall, c, format!("exit {c}")),
+        (None, Some(s)) => (wall, 128 + s, format!("killed by signal {s}")),
+        _ => (wall, 1, "ended".into()),
+    })
+}
+
+/// Runs the program as `opts` says and returns the exit status to end with.
+///
+/// # Errors
+///
+/// A program that cannot be found or paged, or a report that cannot be
+/// read or written.
+pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
+    let Some(program) = opts.command.first() else {
+        bail!("no program given: ccvm exec [OPTIONS] -- PROGRAM [ARGS...]");
+    };
+    let path = resolve(program)?;
+    if opts.unpaged {
+        let (_, code, _) = run_program(&opts.command, &[], false)?;
+        return Ok(code);
+    }
+    if let Some(why) = cannot_preload(&path, 0)? {
+        bail!("{why}");
+    }
+    let unpaged_wall = if opts.compare {
+        Some(run_program(&opts.command, &[], true)?.0)
+    } else {
+        None
+    };
+    let reports = tempfile::tempdir().context("making a directory for the reports")?;
+    opts.settings.report_dir = Some(reports.path().to_path_buf());
+    let mut preload = preload_path()?.display().to_string();
+    if let Ok(more) = std::env::var("LD_PRELOAD") {
+        preload = format!("{preload}:{more}");
+    }
+    let env = vec![
+        ("LD_PRELOAD".to_string(), preload),
+        (ExecSettings::VAR.to_string(), opts.settings.to_value()),
+    ];
+    let mut cmd = Command::new(&opts.command[0]);
+    cmd.args(&opts.command[1..]);
+    let started = Instant::now();
+    let mut child = cmd.envs(env).spawn().with_context(|| format!("running {program}"))?;
+    let pid = child.id();
+    let status = child.wait().context("waiting for the program")?;
+    let wall = started.elapsed();
+    use std::os::unix::process::ExitStatusExt;
+    let (code, exit) = match (status.code(), status.signal()) {
+        (Some(c), _) => (c, format!("exit {c}")),
+        (None, Some(s)) => (128 + s, format!("killed by signal {s}")),
+        _ => (1, "ended".into()),
+    };
+    let mut processes = Vec::new();
+    for entry in std::fs::read_dir(reports.path())? {
+        let path = entry?.path();
+        let text = std::fs::read(&path)?;
+        let report: ExecReport =
+            serde_json::from_slice(&text).with_context(|| format!("reading the report {}", path.display()))?;
+        processes.push(report);
+    }
+    processes.sort_by_key(|r| (r.pid != pid, r.pid));
+    let summary = Summary {
+        command: &opts.command,
+        wall_s: wall.as_secs_f64(),
+        unpaged_wall_s: unpaged_wall.map(|d| d.as_secs_f64()),
+        exit,
+        processes: &processes,
+    };
+    if let Some(file) = &opts.report {
+        std::fs::write(file, serde_json::to_vec_pretty(&summary)?)
+            .with_context(|| format!("writing {}", file.display()))?;
+    }
+    let mut err = std::io::stderr().lock();
+    if opts.json {
+        writeln!(err, "{}", serde_json::to_string_pretty(&summary)?)?;
+    } else {
+        print_summary(&mut err, &summary, pid)?;
+    }
+    Ok(code)
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1}", b as f64 / (1 << 20) as f64)
+}
+
+fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Result<()> {
+    writeln!(out, "ccvm exec: {} ({})", s.command.join(" "), s.exit)?;
+    match s.unpaged_wall_s {
+        Some(u) => writeln!(
+            out,
+            "wall time              {:.3} s (unpaged {u:.3} s, {:.2}x)",
+            s.wall_s,
+            s.wall_s / u
+        )?,
+        None => writeln!(out, "wall time              {:.3} s", s.wall_s)?,
+    }
+    if !s.processes.iter().any(|r| r.pid == pid) {
+        writeln!(
+            out,
+            "no report from the program: it ended without exit (a signal, or _exit), or it did not load ccvm's library"
+        )?;
+    }
+    // A program run through a wrapper (a shell script, pyenv's shims)
+    // leaves a report from every small helper process: those get one line.
+    let (quiet, shown): (Vec<&ExecReport>, Vec<&ExecReport>) = s
+        .processes
+        .iter()
+        .partition(|r| r.pid != pid && r.heap_peak_bytes < 1 << 20 && r.stats.faults_cache + r.stats.faults_disk == 0);
+    if !quiet.is_empty() {
+        let mut names: Vec<&str> = quiet
+            .iter()
+            .filter_map(|r| r.command.first().map(String::as_str))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        writeln!(
+            out,
+            "{} more processes paged, none beyond 1 MiB of heap or faulting back a page: {}",
+            quiet.len(),
+            names.join(", ")
+        )?;
+    }
+    for r in shown {
+        let set = &r.settings;
+        writeln!(
+            out,
+            "process {} ({}): heap {} MiB at most in {} MiB of RAM; policy {}, codec {}, {} faults; {} MiB unpaged",
+            r.pid,
+            r.command.first().map(String::as_str).unwrap_or("?"),
+            mib(r.heap_peak_bytes),
+            mib(set.ram_bytes),
+            set.policy,
+            set.codec,
+            set.fault_mode,
+            mib(r.unpaged_bytes)
+        )?;
+        crate::live::print_stats(out, &r.stats)?;
+    }
+    Ok(())
+}

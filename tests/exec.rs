@@ -1,0 +1,168 @@
+//! `ccvm exec` on real programs: a C program built here that does what
+//! programs do to their heap (threads, fork, exec, large reallocs, mmap,
+//! a read(2) into paged memory, exit from a thread), and two real programs
+//! (CPython, sqlite3), each at half and a quarter of its heap, under two
+//! policies, must print exactly what it prints unpaged.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ccvm-exec-test-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Builds tests/exec/stress.c with the system's C compiler.
+fn build_stress(dir: &Path, extra: &[&str]) -> PathBuf {
+    let out = dir.join(if extra.is_empty() { "stress" } else { "stress-static" });
+    let status = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/exec/stress.c"))
+        .args(extra)
+        .status()
+        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
+    assert!(status.success(), "cc failed on tests/exec/stress.c");
+    out
+}
+
+fn ccvm_exec(flags: &[&str], command: &[&str], report: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ccvm"))
+        .arg("exec")
+        .args(flags)
+        .arg("--report")
+        .arg(report)
+        .arg("--")
+        .args(command)
+        .output()
+        .unwrap()
+}
+
+fn report(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The heap peak of `command` under ccvm with room to spare, in bytes.
+fn heap_peak(command: &[&str], dir: &Path) -> u64 {
+    let path = dir.join("peak.json");
+    let out = ccvm_exec(&["--ram", "1G"], command, &path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    report(&path)["processes"][0]["heap_peak_bytes"].as_u64().unwrap()
+}
+
+/// Runs `command` unpaged, then paged at half and a quarter of its heap
+/// under two policies: the same output every time, and paging happened.
+fn same_output_when_paged(name: &str, command: &[&str], expect_exit: i32) {
+    let dir = scratch_dir(&format!("{name}-runs"));
+    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
+    assert_eq!(
+        plain.status.code(),
+        Some(expect_exit),
+        "{name} unpaged: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let peak = heap_peak(command, &dir);
+    assert!(peak > 8 << 20, "{name}: a heap of {peak} bytes is too small to page");
+    for share in [2, 4] {
+        for policy in ["fixed", "adaptive"] {
+            let ram = (peak / share).to_string();
+            let path = dir.join("run.json");
+            let out = ccvm_exec(&["--ram", &ram, "--policy", policy], command, &path);
+            let what = format!("{name} in {ram} bytes ({policy})");
+            assert_eq!(
+                out.status.code(),
+                Some(expect_exit),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&plain.stdout),
+                "{what}: output differs from the unpaged run"
+            );
+            let r = report(&path);
+            let main = &r["processes"][0];
+            let stats = &main["stats"];
+            let evicted = stats["pages_compressed"].as_u64().unwrap() + stats["pages_swapped_raw"].as_u64().unwrap();
+            assert!(evicted > 0, "{what}: nothing left memory: {stats}");
+            let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
+            assert!(back > 0, "{what}: no page came back: {stats}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_c_program_with_threads_fork_exec_and_mappings_prints_the_same_when_paged() {
+    let dir = scratch_dir("stress");
+    let stress = build_stress(&dir, &[]);
+    let stress = stress.to_str().unwrap();
+    same_output_when_paged("stress", &[stress, "16"], 0);
+    // The exec'd child is paged too, with its own report.
+    let path = dir.join("children.json");
+    let out = ccvm_exec(&["--ram", "8M"], &[stress, "16"], &path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = report(&path);
+    let commands: Vec<String> = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["command"][1].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        commands,
+        ["16", "exec-child"],
+        "one report each from the program and the program it exec'd"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn exit_status_and_signals_are_forwarded() {
+    let dir = scratch_dir("status");
+    let path = dir.join("r.json");
+    let out = ccvm_exec(&[], &["/bin/sh", "-c", "exit 7"], &path);
+    assert_eq!(out.status.code(), Some(7));
+    let out = ccvm_exec(&[], &["/bin/sh", "-c", "kill -TERM $$"], &path);
+    assert_eq!(out.status.code(), Some(128 + 15));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("killed by signal 15"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_static_program_gets_one_line_and_runs_only_when_asked() {
+    let dir = scratch_dir("static");
+    let stress = build_stress(&dir, &["-static"]);
+    let stress = stress.to_str().unwrap();
+    let path = dir.join("r.json");
+    let out = ccvm_exec(&[], &[stress, "exec-child", "1"], &path);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("statically linked") && err.contains("--unpaged"), "{err}");
+    let out = ccvm_exec(&["--unpaged"], &[stress, "exec-child", "1"], &path);
+    assert_eq!(out.status.code(), Some(5), "the program's own exit status");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("blocks: 0 bad"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn cpython_building_dicts_prints_the_same_when_paged() {
+    let script = "d = {f'k{i}': [i, str(i * 7), (i, -i)] for i in range(40000)}\n\
+                  print(len(d), sum(len(v[1]) for v in d.values()), sorted(d)[::10000])";
+    same_output_when_paged("python", &["/usr/bin/python3", "-c", script], 0);
+}
+
+#[test]
+fn sqlite_with_a_large_cache_prints_the_same_when_paged() {
+    let sql = "PRAGMA cache_size = -200000;\n\
+               CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v REAL);\n\
+               WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 120000)\n\
+               INSERT INTO t SELECT i, printf('key-%08d-%s', (i * 7919) % 120000, hex(i)), i * 0.5 FROM n;\n\
+               CREATE INDEX tk ON t(k);\n\
+               SELECT count(*), sum(v), min(k), max(k) FROM t;\n\
+               SELECT k FROM t ORDER BY k LIMIT 3 OFFSET 60000;\n\
+               SELECT substr(k, 1, 8), count(*) FROM t GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3;";
+    same_output_when_paged("sqlite", &["/usr/bin/sqlite3", ":memory:", sql], 0);
+}
