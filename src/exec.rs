@@ -126,12 +126,18 @@ fn run_program(command: &[String], env: &[(String, String)], quiet: bool) -> any
     let started = Instant::now();
     let status = cmd.status().with_context(|| format!("running {}", command[0]))?;
     let wall = started.elapsed();
+    let (code, exit) = exit_of(status);
+    Ok((wall, code, exit))
+}
+
+/// The status to end with (a shell's: 128 + N for signal N) and its words.
+fn exit_of(status: std::process::ExitStatus) -> (i32, String) {
     use std::os::unix::process::ExitStatusExt;
-    Ok(match (status.code(), status.signal()) {
-        (Some(c), _) => (wall, c, format!("exit {c}")),
-        (None, Some(s)) => (wall, 128 + s, format!("killed by signal {s}")),
-        _ => (wall, 1, "ended".into()),
-    })
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c, format!("exit {c}")),
+        (None, Some(s)) => (128 + s, format!("killed by signal {s}")),
+        _ => (1, "ended".into()),
+    }
 }
 
 /// Runs the program as `opts` says and returns the exit status to end with.
@@ -174,12 +180,7 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     let pid = child.id();
     let status = child.wait().context("waiting for the program")?;
     let wall = started.elapsed();
-    use std::os::unix::process::ExitStatusExt;
-    let (code, exit) = match (status.code(), status.signal()) {
-        (Some(c), _) => (c, format!("exit {c}")),
-        (None, Some(s)) => (128 + s, format!("killed by signal {s}")),
-        _ => (1, "ended".into()),
-    };
+    let (code, exit) = exit_of(status);
     let mut processes = Vec::new();
     for entry in std::fs::read_dir(reports.path())? {
         let path = entry?.path();
@@ -266,5 +267,94 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
         )?;
         crate::live::print_stats(out, &r.stats)?;
     }
+    Ok(())
+}
+
+/// `ccvm trace --exec`: traces `command`'s heap with a window of `window`
+/// uncompressed pages (every other page lives in the compression cache, so
+/// every reference outside the window is seen) into `out`, as `ccvm trace`
+/// does a built-in workload. The program runs unpaged first, for the run
+/// time the trace's footer records. Of several processes (a compiler
+/// driver and its passes), the one with the most references is kept.
+///
+/// # Errors
+///
+/// As for [`exec`], or a program that left no trace.
+pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path) -> anyhow::Result<()> {
+    let Some(program) = command.first() else {
+        bail!("no program given: ccvm trace --exec -o FILE -- PROGRAM [ARGS...]");
+    };
+    if let Some(why) = cannot_preload(&resolve(program)?, 0)? {
+        bail!("{why}");
+    }
+    let (plain, code, exit) = run_program(command, &[], true)?;
+    if code != 0 {
+        bail!("{program} fails unpaged ({exit}); trace a program that succeeds");
+    }
+    // As `ccvm trace` does: the cache holds every page that leaves the
+    // window (the RAM is a limit, not memory taken), so nothing goes to
+    // disk and every reference outside the window faults.
+    let ram = window * 4096 + 2 * heap + (1 << 20);
+    let probe = ccvm_runtime::RuntimeConfig {
+        ram_bytes: ram,
+        ..Default::default()
+    };
+    let share = (window * 4096 + 2048) as f64 / probe.policy_budget().ram_bytes as f64;
+    let traces = tempfile::tempdir_in(
+        out.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    )
+    .context("making a directory for the traces beside the output")?;
+    let settings = ExecSettings {
+        ram_bytes: ram,
+        heap_bytes: heap,
+        policy: "fixed".into(),
+        codec: codec.into(),
+        uncompressed_share: share,
+        trace_dir: Some(traces.path().to_path_buf()),
+        trace_run_time_ns: plain.as_nanos() as u64,
+        ..ExecSettings::default()
+    };
+    let env = vec![
+        ("LD_PRELOAD".to_string(), preload_path()?.display().to_string()),
+        (ExecSettings::VAR.to_string(), settings.to_value()),
+    ];
+    let (wall, code, exit) = run_program(command, &env, true)?;
+    if code != 0 {
+        bail!("{program} failed while traced ({exit})");
+    }
+    let mut best: Option<(u64, PathBuf)> = None;
+    let mut count = 0;
+    for entry in std::fs::read_dir(traces.path())? {
+        let path = entry?.path();
+        // Read to the end: the footer counts the references, and a trace
+        // that does not read back is an error here, not in a later sweep.
+        let mut reader = ccvm_trace::TraceReader::open(&path)?;
+        while reader.next_event()?.is_some() {}
+        let references = reader.footer().map_or(0, |f| f.references);
+        count += 1;
+        if best.as_ref().is_none_or(|(r, _)| references > *r) {
+            best = Some((references, path));
+        }
+    }
+    let Some((references, path)) = best else {
+        bail!("{program} left no trace: it ended without exit (a signal, or _exit)");
+    };
+    std::fs::rename(&path, out).with_context(|| format!("writing {}", out.display()))?;
+    let bytes = std::fs::metadata(out)?.len();
+    println!(
+        "traced {} with a {window}-page window in {:.2} s (unpaged {:.3} s): {references} references -> {} ({} KiB){}",
+        command.join(" "),
+        wall.as_secs_f64(),
+        plain.as_secs_f64(),
+        out.display(),
+        bytes / 1024,
+        if count > 1 {
+            format!("; the busiest of {count} processes")
+        } else {
+            String::new()
+        }
+    );
     Ok(())
 }

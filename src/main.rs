@@ -303,8 +303,15 @@ struct ExecArgs {
 #[derive(Args)]
 struct TraceArgs {
     /// Workload name (see `ccvm workloads`).
-    #[arg(long)]
-    workload: String,
+    #[arg(long, required_unless_present = "exec", conflicts_with = "exec")]
+    workload: Option<String>,
+    /// Trace an unmodified program instead (its heap, through `ccvm exec`'s preloaded library): the program and
+    /// its arguments follow `--`. Each paged process is traced; the trace with the most references is kept.
+    #[arg(long, requires = "command")]
+    exec: bool,
+    /// With --exec: address space reserved for the program's heap.
+    #[arg(long, value_parser = live::parse_bytes, default_value = "4G")]
+    heap: u64,
     /// Region size, e.g. 64M.
     #[arg(long, value_parser = live::parse_bytes, default_value = "16M")]
     size: u64,
@@ -320,6 +327,9 @@ struct TraceArgs {
     /// Trace file to write.
     #[arg(short, long)]
     out: PathBuf,
+    /// With --exec: the program and its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    command: Vec<String>,
 }
 
 /// Output format of a report.
@@ -430,6 +440,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 disk_cost_ns: args.disk_cost.as_nanos() as u64,
                 cache_cost_ns: args.cache_cost.as_nanos() as u64,
                 report_dir: None,
+                trace_dir: None,
+                trace_run_time_ns: 0,
             };
             let code = exec::exec(exec::ExecOptions {
                 settings,
@@ -441,8 +453,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             })?;
             std::process::exit(code);
         }
+        Command::Trace(args) if args.exec => {
+            ccvm_codec::by_name(&args.codec).map_err(anyhow::Error::msg)?;
+            exec::trace(&args.command, args.window, &args.codec, args.heap, &args.out)
+        }
         Command::Trace(args) => {
-            let workload = ccvm_workload::by_name(&args.workload).map_err(anyhow::Error::msg)?;
+            let name = args.workload.as_deref().unwrap_or_default();
+            let workload = ccvm_workload::by_name(name).map_err(anyhow::Error::msg)?;
             live::trace(workload, args.size, args.seed, args.window, &args.codec, args.out)
         }
         Command::Sim(SimCommand::Sweep(a)) => {

@@ -166,3 +166,46 @@ fn sqlite_with_a_large_cache_prints_the_same_when_paged() {
                SELECT substr(k, 1, 8), count(*) FROM t GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3;";
     same_output_when_paged("sqlite", &["/usr/bin/sqlite3", ":memory:", sql], 0);
 }
+
+#[test]
+fn a_program_is_traced_and_the_trace_reads_back() {
+    let dir = scratch_dir("trace");
+    let stress = build_stress(&dir, &[]);
+    let out = dir.join("stress.trace");
+    let run = Command::new(env!("CARGO_BIN_EXE_ccvm"))
+        .args(["trace", "--exec", "--window", "16", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args([stress.to_str().unwrap(), "exec-child", "2"])
+        .output()
+        .unwrap();
+    // The program's own exit status is 5 by design: the trace needs 0.
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("fails unpaged (exit 5)"));
+    let script = "d = {i: str(i) * 3 for i in range(30000)}\nprint(len(d))";
+    let run = Command::new(env!("CARGO_BIN_EXE_ccvm"))
+        .args(["trace", "--exec", "--window", "16", "-o"])
+        .arg(&out)
+        .args(["--", "/usr/bin/python3", "-c", script])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let mut reader = ccvm_trace::TraceReader::open(&out).unwrap();
+    assert_eq!(reader.header().workload, "python3");
+    assert_eq!(reader.header().window_pages, 16);
+    let (mut references, mut images) = (0u64, 0u64);
+    while let Some(event) = reader.next_event().unwrap() {
+        match event {
+            ccvm_trace::Event::Reference { .. } => references += 1,
+            _ => images += 1,
+        }
+    }
+    let footer = reader.footer().unwrap();
+    assert_eq!(footer.references, references);
+    assert!(
+        references > 1000 && images > 100,
+        "{references} references, {images} images"
+    );
+    assert!(footer.run_time_ns > 0);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -13,7 +13,7 @@ use crate::heap;
 // allocators that replace it.
 extern "C" {
     pub(crate) fn __libc_malloc(size: size_t) -> *mut c_void;
-    fn __libc_calloc(n: size_t, size: size_t) -> *mut c_void;
+    pub(crate) fn __libc_calloc(n: size_t, size: size_t) -> *mut c_void;
     fn __libc_realloc(ptr: *mut c_void, size: size_t) -> *mut c_void;
     pub(crate) fn __libc_memalign(align: size_t, size: size_t) -> *mut c_void;
     pub(crate) fn __libc_free(ptr: *mut c_void);

@@ -62,6 +62,19 @@ unsafe impl std::alloc::GlobalAlloc for LibcAlloc {
         };
         p.cast()
     }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // calloc, not malloc and a memset: large blocks come zeroed from
+        // the kernel, untouched (the pager's per-page tables).
+        if layout.align() <= 16 {
+            unsafe { exports::__libc_calloc(1, layout.size()).cast() }
+        } else {
+            let p = unsafe { self.alloc(layout) };
+            if !p.is_null() {
+                unsafe { p.write_bytes(0, layout.size()) };
+            }
+            p
+        }
+    }
     unsafe fn dealloc(&self, ptr: *mut u8, _layout: std::alloc::Layout) {
         unsafe { exports::__libc_free(ptr.cast()) }
     }
@@ -109,7 +122,11 @@ extern "C" fn start() {
         return;
     };
     let settings = settings.unwrap_or_else(|e| refuse(&e));
-    let config = settings.runtime_config().unwrap_or_else(|e| refuse(&e));
+    let program = std::env::args().next().unwrap_or_default();
+    let program = program.rsplit('/').next().unwrap_or_default();
+    let config = settings
+        .runtime_config_for(std::process::id(), program)
+        .unwrap_or_else(|e| refuse(&e));
     let region = Region::new(settings.heap_bytes as usize, config).unwrap_or_else(|e| refuse(&e.to_string()));
     let region = Box::leak(Box::new(region));
     // SAFETY: the region's memory is ours alone for the rest of the process.
@@ -127,9 +144,13 @@ extern "C" fn end() {
     if STATE.load(Ordering::Acquire) != PAGED {
         return;
     }
+    // SAFETY: set once, to leaked settings.
     let (Some(region), Some(settings)) = (region(), unsafe { SETTINGS.load(Ordering::Acquire).as_ref() }) else {
         return;
     };
+    if let Err(e) = region.finish_trace() {
+        eprintln!("ccvm: {e}");
+    }
     let Some(dir) = &settings.report_dir else {
         return;
     };

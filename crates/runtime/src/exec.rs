@@ -55,6 +55,13 @@ pub struct ExecSettings {
     pub cache_cost_ns: u64,
     /// Directory where each paged process writes `<pid>.json` at exit.
     pub report_dir: Option<PathBuf>,
+    /// Trace each paged process to `<trace_dir>/<pid>.trace` (with the
+    /// policy and share set for tracing by `ccvm trace --exec`).
+    #[serde(default)]
+    pub trace_dir: Option<PathBuf>,
+    /// The program's run time unpaged, for the traces' footers.
+    #[serde(default)]
+    pub trace_run_time_ns: u64,
 }
 
 impl Default for ExecSettings {
@@ -75,6 +82,8 @@ impl Default for ExecSettings {
             disk_cost_ns: runtime.disk_cost.as_nanos() as u64,
             cache_cost_ns: runtime.cache_cost.as_nanos() as u64,
             report_dir: None,
+            trace_dir: None,
+            trace_run_time_ns: 0,
         }
     }
 }
@@ -105,7 +114,24 @@ impl ExecSettings {
         Some(Self::from_value(&value))
     }
 
-    /// The region settings these stand for.
+    /// The region settings these stand for, in the process `pid` running
+    /// `program` (which names its trace, if it is traced).
+    ///
+    /// # Errors
+    ///
+    /// A one-line message for an unknown fault mode.
+    pub fn runtime_config_for(&self, pid: u32, program: &str) -> Result<RuntimeConfig, String> {
+        let mut config = self.runtime_config()?;
+        config.trace = self.trace_dir.as_ref().map(|dir| crate::TraceConfig {
+            path: dir.join(format!("{pid}.trace")),
+            workload: program.to_string(),
+            seed: 0,
+            run_time_ns: self.trace_run_time_ns,
+        });
+        Ok(config)
+    }
+
+    /// The region settings these stand for, without a trace.
     ///
     /// # Errors
     ///

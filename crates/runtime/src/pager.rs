@@ -52,9 +52,14 @@ enum Target {
 /// Exit status when paging cannot go on safely.
 pub const FATAL_EXIT: i32 = 3;
 
+// repr(u8), Untouched first: zeroed memory holds Untouched pages (see
+// `untouched`).
 #[derive(Clone, Copy)]
+#[repr(u8)]
 enum PageState {
-    Untouched,
+    // Made only as zeroed memory, by `untouched`.
+    #[allow(dead_code)]
+    Untouched = 0,
     /// Mapped in the region.
     Resident,
     /// Uncompressed, its frame in its shadow slot: a touch faults.
@@ -104,6 +109,27 @@ fn fatal(what: impl std::fmt::Display) -> ! {
     unsafe { libc::_exit(FATAL_EXIT) }
 }
 
+/// `pages` states, all `Untouched`, in memory the allocator hands out
+/// zeroed: for a large region that is the kernel's zero pages, taken as
+/// the states are first written, so a heap of gigabytes of address space
+/// (`ccvm exec`) costs little until it is used.
+fn untouched(pages: usize) -> Vec<PageState> {
+    let layout = std::alloc::Layout::array::<PageState>(pages).expect("a region's page count fits a layout");
+    if layout.size() == 0 {
+        return Vec::new();
+    }
+    // SAFETY: a non-zero layout; PageState is repr(u8) with Untouched = 0,
+    // so all-zero bytes are `pages` valid Untouched states, allocated as
+    // the Vec will free them.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout).cast::<PageState>();
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(p, pages, pages)
+    }
+}
+
 impl Pager {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -136,7 +162,7 @@ impl Pager {
             policy,
             trace,
             snapshot: RuntimeStats::default(),
-            state: vec![PageState::Untouched; pages],
+            state: untouched(pages),
             resident: 0,
             actions: Vec::new(),
             moved: Vec::new(),

@@ -276,6 +276,25 @@ impl Region {
         ForkGuard { pager }
     }
 
+    /// Ends the trace, if the region is traced, while the region stays in
+    /// use (a process that exits with other threads still running cannot
+    /// [`finish`](Region::finish) it): references after this are not
+    /// traced.
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeError::Trace`] if the trace could not be finished.
+    pub fn finish_trace(&self) -> Result<(), RuntimeError> {
+        let writer = self.pager.lock().unwrap_or_else(|e| e.into_inner()).trace.take();
+        if let (Some(writer), Some(t)) = (writer, &self.trace) {
+            writer.finish(t.run_time_ns).map_err(|source| RuntimeError::Trace {
+                path: t.path.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
     /// The swap file's descriptor, for diagnostics (tests corrupt it).
     pub fn swap_fd(&self) -> RawFd {
         self.swap_fd
