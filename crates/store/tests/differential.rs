@@ -61,6 +61,7 @@ fn run(
     ops: usize,
     real: &[Page],
     seed: u64,
+    draws_per_put: u32,
 ) -> (Seen, ccvm_store::Stats) {
     let config = StoreConfig {
         allocator: allocator.into(),
@@ -80,6 +81,9 @@ fn run(
         match op {
             0..=4 => {
                 let page = page_for(&mut rng, real);
+                for _ in 0..draws_per_put {
+                    rng.next();
+                }
                 // Half the puts are encoded outside the store, as the
                 // runtime's helper process does, and must store the same.
                 let put = if page_no.is_multiple_of(2) {
@@ -181,7 +185,7 @@ fn real_pages() -> Vec<Page> {
 fn agrees_with_a_hashmap_without_a_limit() {
     let real = real_pages();
     for info in ALLOCATORS {
-        let (seen, stats) = run(info.name, usize::MAX, Box::new(HeapChunks), 250_000, &real, 1);
+        let (seen, stats) = run(info.name, usize::MAX, Box::new(HeapChunks), 250_000, &real, 1, 0);
         assert_eq!((seen.refusals, seen.out_of_memory), (0, 0));
         assert!(
             stats.pages > 1000 && stats.same_pages > 0 && stats.huge_pages > 0,
@@ -196,7 +200,7 @@ fn agrees_with_a_hashmap_under_a_tight_limit() {
     let real = real_pages();
     for info in ALLOCATORS {
         // About 1.5 MB: room for a few hundred of the 3000 page numbers.
-        let (seen, stats) = run(info.name, 1_500_000, Box::new(HeapChunks), 250_000, &real, 2);
+        let (seen, stats) = run(info.name, 1_500_000, Box::new(HeapChunks), 250_000, &real, 2, 0);
         assert!(seen.refusals > 1000, "{}: {seen:?}", info.name);
         // The runtime's allocator must reclaim; others may always refuse
         // (power-of-two blocks leave no room elsewhere at this limit).
@@ -212,6 +216,17 @@ fn agrees_with_a_hashmap_under_a_tight_limit() {
 }
 
 #[test]
+fn no_sequence_takes_the_store_past_its_limit() {
+    // The tight-limit sequence shifted by one draw per put once took the
+    // lazy buddy 16 bytes past its limit: coalescing its locally free
+    // blocks, counted at 8 bytes, into free lists, at 16, grew its books.
+    let real = real_pages();
+    for info in ALLOCATORS {
+        run(info.name, 1_500_000, Box::new(HeapChunks), 250_000, &real, 2, 1);
+    }
+}
+
+#[test]
 fn failed_chunk_requests_leave_the_store_consistent() {
     let real = real_pages();
     for info in ALLOCATORS {
@@ -219,7 +234,7 @@ fn failed_chunk_requests_leave_the_store_consistent() {
         // the 24th request: puts meet failed requests. (Rarer failures are
         // absorbed: the store asks again ahead of need after every put.)
         let source = Box::new(FailingChunks::new(|n| n % 3 == 2 || n >= 24));
-        let (seen, _) = run(info.name, usize::MAX, source, 100_000, &real, 3);
+        let (seen, _) = run(info.name, usize::MAX, source, 100_000, &real, 3, 0);
         assert!(seen.out_of_memory > 0, "{}: no request failed", info.name);
     }
 }

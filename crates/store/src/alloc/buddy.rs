@@ -214,6 +214,9 @@ impl SlotAllocator for LazyBuddy {
     }
 
     fn metadata_bytes(&self) -> usize {
-        self.inner.metadata_bytes() + self.local.iter().map(|l| l.len() * 8).sum::<usize>()
+        // A locally free block is a free-list record like any other, at the
+        // same 16 bytes: coalescing it (when chunks are looked for) must not
+        // grow the books, or a store at its limit would pass it.
+        self.inner.metadata_bytes() + self.local.iter().map(|l| l.len() * 16).sum::<usize>()
     }
 }
