@@ -407,11 +407,10 @@ The comparison with the kernel's zram swap is skipped: {why:#}"
     let case = crate::bench_kernel::demo_case();
     if format == Format::Table {
         println!(
-            "\nThe same comparison a user makes: '{}' in {} MiB, under the kernel's own compressed swap\n\
+            "\nThe same comparison a user makes: '{}', under the kernel's own compressed swap\n\
              (a cgroup limit of {} MiB over zram-lz4) and under ccvm with the same total memory (the limit plus\n\
              what zram held at its peak), as `ccvm bench kernel` does:\n",
-            case.workload,
-            case.size >> 20,
+            case.label(),
             case.limit >> 20
         );
     }

@@ -75,9 +75,13 @@ enum BenchCommand {
 #[derive(Args)]
 struct BenchKernelArgs {
     /// A case NAME:SIZE:LIMIT (repeatable): the workload, its memory and the cgroup's memory limit.
-    #[arg(long = "case", value_name = "CASE", value_parser = bench_kernel::parse_case,
-          default_values = ["graph:256M:128M", "hashindex:256M:72M"])]
+    /// (Default, when no --program is given either: graph:256M:128M and hashindex:256M:72M.)
+    #[arg(long = "case", value_name = "CASE", value_parser = bench_kernel::parse_case)]
     cases: Vec<bench_kernel::Case>,
+    /// An unmodified program LABEL:LIMIT:PROGRAM ARGS... (repeatable; arguments split at white space), run
+    /// directly under the kernel's swap and through `ccvm exec`; its standard output is its checksum.
+    #[arg(long = "program", value_name = "PROGRAM", value_parser = bench_kernel::parse_program)]
+    programs: Vec<bench_kernel::Case>,
     /// Kernel setups to compare (repeatable): zram-ALGORITHM (e.g. zram-lz4, zram-lzo-rle) or zswap-ALGORITHM
     /// (a swap file behind zswap). ccvm runs at the first zram setup's total memory and at the limit.
     #[arg(long = "kernel", value_name = "SETUP", default_values = ["zram-lz4", "zram-lzo-rle", "zswap-lzo"])]
@@ -526,8 +530,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if args.runs == 0 {
                 anyhow::bail!("--runs must be at least 1");
             }
+            let mut cases = args.cases;
+            cases.extend(args.programs);
+            if cases.is_empty() {
+                cases = ["graph:256M:128M", "hashindex:256M:72M"]
+                    .iter()
+                    .map(|c| bench_kernel::parse_case(c).expect("valid default cases"))
+                    .collect();
+            }
             let plan = bench_kernel::Plan {
-                cases: args.cases,
+                cases,
                 kernels: args.kernels,
                 runs: args.runs,
                 swap_dir: args.swap_dir,

@@ -1,11 +1,12 @@
-//! `ccvm bench kernel`: a built-in workload under the kernel's own
-//! compressed swap (a memory cgroup limit with zram or zswap behind it)
-//! against `ccvm run` with the same total memory.
+//! `ccvm bench kernel`: a built-in workload, or an unmodified program,
+//! under the kernel's own compressed swap (a memory cgroup limit with zram
+//! or zswap behind it) against ccvm with the same total memory.
 //!
 //! Each run is a child process, so each starts with a cold heap and its
 //! own counters: the kernel's runs are `ccvm bench plain-child` (the
-//! workload in a plain `Vec`) placed in the cgroup before it starts, and
-//! ccvm's are `ccvm run --json`. "Same total memory" is the cgroup limit
+//! workload in a plain `Vec`), or the program itself, placed in the cgroup
+//! before it starts, and ccvm's are `ccvm run --json`, or `ccvm exec`. A
+//! program's "checksum" is a hash of its standard output. "Same total memory" is the cgroup limit
 //! plus the most memory zram held during the run (its `mem_used_max`),
 //! since zram's pool is not charged to the cgroup.
 
@@ -23,15 +24,42 @@ use crate::Format;
 pub use setup::{check_machine, zram_available};
 use setup::{Cgroup, Zram, Zswap};
 
-/// One workload at one size and cgroup limit.
+/// What a case runs.
+#[derive(Debug, Clone)]
+pub enum Job {
+    /// A built-in workload over `size` bytes.
+    Workload {
+        /// Workload name.
+        name: String,
+        /// Its memory, bytes.
+        size: u64,
+    },
+    /// An unmodified program (paged by `ccvm exec`).
+    Program {
+        /// What the table calls it.
+        label: String,
+        /// The program and its arguments.
+        command: Vec<String>,
+    },
+}
+
+/// One job under one cgroup limit.
 #[derive(Debug, Clone)]
 pub struct Case {
-    /// Workload name.
-    pub workload: String,
-    /// Its memory, bytes.
-    pub size: u64,
+    /// What runs.
+    pub job: Job,
     /// The cgroup's memory limit, bytes.
     pub limit: u64,
+}
+
+impl Case {
+    /// The case's name in the table.
+    pub fn label(&self) -> String {
+        match &self.job {
+            Job::Workload { name, size } => format!("{name} {}M", size >> 20),
+            Job::Program { label, .. } => label.clone(),
+        }
+    }
 }
 
 /// Parses `NAME:SIZE:LIMIT`, e.g. `graph:256M:128M`.
@@ -51,9 +79,33 @@ pub fn parse_case(s: &str) -> Result<Case, String> {
         ));
     }
     Ok(Case {
-        workload: workload.into(),
-        size,
+        job: Job::Workload {
+            name: workload.into(),
+            size,
+        },
         limit,
+    })
+}
+
+/// Parses `LABEL:LIMIT:PROGRAM ARGS...` (arguments split at white space),
+/// e.g. `python:150M:/usr/bin/python3 dicts.py`.
+pub fn parse_program(s: &str) -> Result<Case, String> {
+    let mut parts = s.splitn(3, ':');
+    let (Some(label), Some(limit), Some(command)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!(
+            "'{s}' is not a program case; write LABEL:LIMIT:PROGRAM ARGS..., e.g. python:150M:/usr/bin/python3 dicts.py"
+        ));
+    };
+    let command: Vec<String> = command.split_whitespace().map(String::from).collect();
+    if label.is_empty() || command.is_empty() {
+        return Err(format!("'{s}' names no program; write LABEL:LIMIT:PROGRAM ARGS..."));
+    }
+    Ok(Case {
+        job: Job::Program {
+            label: label.into(),
+            command,
+        },
+        limit: crate::live::parse_bytes(limit)?,
     })
 }
 
@@ -66,6 +118,9 @@ pub struct PlainRun {
     pub wall_s: f64,
     /// Major page faults (swap-ins) of the process.
     pub major_faults: u64,
+    /// Its largest resident set, bytes (programs; 0 from a workload child).
+    #[serde(default)]
+    pub max_rss_bytes: u64,
 }
 
 /// `ccvm bench plain-child`: runs the workload in plain memory and prints
@@ -83,6 +138,7 @@ pub fn plain_child(workload: &str, size: u64, seed: u64) -> anyhow::Result<()> {
         checksum,
         wall_s: wall.as_secs_f64(),
         major_faults: usage.ru_majflt as u64,
+        max_rss_bytes: 0,
     };
     println!("{}", serde_json::to_string(&run)?);
     Ok(())
@@ -207,14 +263,31 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-/// Runs the workload in a child, in `cgroup` if given; samples `probe`
+/// A hash of a program's output, its checksum here.
+fn output_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Runs the case's job in a child, in `cgroup` if given; samples `probe`
 /// (memory held by compressed swap) every 10 ms and returns its peak.
 fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<(PlainRun, u64)> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["bench", "plain-child", "--workload", &case.workload, "--size"])
-        .arg(case.size.to_string())
-        .stdout(Stdio::piped());
+    let mut cmd = match &case.job {
+        Job::Workload { name, size } => {
+            let mut cmd = Command::new(std::env::current_exe()?);
+            cmd.args(["bench", "plain-child", "--workload", name, "--size"])
+                .arg(size.to_string());
+            cmd
+        }
+        Job::Program { command, .. } => {
+            let mut cmd = Command::new(&command[0]);
+            cmd.args(&command[1..]).stderr(Stdio::null());
+            cmd
+        }
+    };
+    cmd.stdout(Stdio::piped());
     let procs = match cgroup {
         Some(cg) => Some(std::ffi::CString::new(cg.procs().to_string_lossy().into_owned())?),
         None => None,
@@ -242,9 +315,12 @@ fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow:
             Ok(())
         })
     };
-    let child = cmd.spawn().context("starting the workload child")?;
+    let started = std::time::Instant::now();
+    let mut child = cmd.spawn().context("starting the child")?;
+    let pid = child.id() as libc::pid_t;
+    let mut stdout = child.stdout.take().expect("stdout is piped");
     let done = std::sync::atomic::AtomicBool::new(false);
-    let (out, peak) = std::thread::scope(|s| {
+    let (out, status, usage, wall, peak) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
             let mut peak = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -253,48 +329,101 @@ fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow:
             }
             peak
         });
-        let out = child.wait_with_output();
+        let reader = s.spawn(move || {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut bytes).map(|_| bytes)
+        });
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 fills it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waiting for our own child, with valid out-pointers; it
+        // is reaped here, not by `child`.
+        let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        let wall = started.elapsed();
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        (out, sampler.join().expect("the sampler does not panic"))
+        let out = reader.join().expect("the reader does not panic");
+        let peak = sampler.join().expect("the sampler does not panic");
+        (out, (waited == pid).then_some(status), usage, wall, peak)
     });
-    let out = out?;
-    if std::os::unix::process::ExitStatusExt::signal(&out.status) == Some(libc::SIGKILL) && cgroup.is_some() {
+    drop(child);
+    let out = out.context("reading the child's output")?;
+    let status: std::process::ExitStatus =
+        std::os::unix::process::ExitStatusExt::from_raw(status.context("waiting for the child")?);
+    if std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL) && cgroup.is_some() {
         bail!("killed by the cgroup's OOM killer");
     }
-    if !out.status.success() {
-        bail!("the workload child failed ({})", out.status);
+    if !status.success() {
+        bail!("the child failed ({status})");
     }
-    let run: PlainRun = serde_json::from_slice(&out.stdout).context("reading the child's report")?;
+    let run = match &case.job {
+        Job::Workload { .. } => serde_json::from_slice(&out).context("reading the child's report")?,
+        Job::Program { .. } => PlainRun {
+            checksum: output_hash(&out),
+            wall_s: wall.as_secs_f64(),
+            major_faults: usage.ru_majflt as u64,
+            max_rss_bytes: usage.ru_maxrss as u64 * 1024,
+        },
+    };
     Ok((run, peak))
 }
 
-/// `ccvm run --json` in a child: (wall s, cache + disk faults, checksum ok).
-fn ccvm_run(case: &Case, ram: u64, extra: &[String]) -> anyhow::Result<(f64, u64, bool)> {
+/// The case under ccvm in a child (`ccvm run --json`, or `ccvm exec` for a
+/// program): (wall s, cache + disk faults, checksum equals `want`).
+fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> anyhow::Result<(f64, u64, bool)> {
     let exe = std::env::current_exe()?;
-    let out = Command::new(exe)
-        .args(["run", "--json", "--workload", &case.workload, "--size"])
-        .arg(case.size.to_string())
-        .arg("--ram")
-        .arg(ram.to_string())
-        .args(extra)
-        .output()
-        .context("starting ccvm run")?;
-    if !out.status.success() {
-        bail!(
-            "ccvm run failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+    let num = |v: &serde_json::Value, p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    match &case.job {
+        Job::Workload { name, size } => {
+            let out = Command::new(exe)
+                .args(["run", "--json", "--workload", name, "--size"])
+                .arg(size.to_string())
+                .arg("--ram")
+                .arg(ram.to_string())
+                .args(extra)
+                .output()
+                .context("starting ccvm run")?;
+            if !out.status.success() {
+                bail!(
+                    "ccvm run failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading ccvm run's report")?;
+            Ok((
+                num(&v, "/wall_s"),
+                (num(&v, "/stats/faults_cache") + num(&v, "/stats/faults_disk")) as u64,
+                v.pointer("/checksum_ok")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false),
+            ))
+        }
+        Job::Program { command, .. } => {
+            let report = tempfile::NamedTempFile::new().context("a file for ccvm exec's report")?;
+            let out = Command::new(exe)
+                .args(["exec", "--ram"])
+                .arg(ram.to_string())
+                .arg("--report")
+                .arg(report.path())
+                .args(extra)
+                .arg("--")
+                .args(command)
+                .stderr(Stdio::null())
+                .output()
+                .context("starting ccvm exec")?;
+            if !out.status.success() {
+                bail!("ccvm exec {} failed ({})", command.join(" "), out.status);
+            }
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(report.path())?).context("reading ccvm exec's report")?;
+            let faults = v["processes"].as_array().map_or(0.0, |ps| {
+                ps.iter()
+                    .map(|p| num(p, "/stats/faults_cache") + num(p, "/stats/faults_disk"))
+                    .sum()
+            });
+            Ok((num(&v, "/wall_s"), faults as u64, output_hash(&out.stdout) == want))
+        }
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading ccvm run's report")?;
-    let num = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-    Ok((
-        num("/wall_s"),
-        (num("/stats/faults_cache") + num("/stats/faults_disk")) as u64,
-        v.pointer("/checksum_ok")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false),
-    ))
 }
 
 /// Runs the plan and prints the table.
@@ -307,7 +436,7 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
     check_machine()?;
     let mut rows = Vec::new();
     for case in &plan.cases {
-        let label = format!("{} {}M", case.workload, case.size >> 20);
+        let label = case.label();
         eprintln!("{label}: plain memory");
         let mut plain_runs = Vec::new();
         for _ in 0..plan.runs {
@@ -315,10 +444,14 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
         }
         let want = plain_runs[0].checksum;
         let plain_s = median(plain_runs.iter().map(|r| r.wall_s).collect());
+        let footprint = match case.job {
+            Job::Workload { size, .. } => size,
+            Job::Program { .. } => plain_runs.iter().map(|r| r.max_rss_bytes).max().unwrap_or(0),
+        };
         rows.push(KernelRow {
             case: label.clone(),
             system: "plain memory".into(),
-            memory_mib: mib(case.size),
+            memory_mib: mib(footprint),
             wall_s: plain_s,
             slowdown: 1.0,
             faults: 0,
@@ -338,11 +471,11 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
                     break;
                 }
                 let result = if let Some(alg) = kernel.strip_prefix("zram-") {
-                    let _zram = Zram::new(alg, 2 * case.size)?;
+                    let _zram = Zram::new(alg, 2 * footprint)?;
                     let cg = Cgroup::new(case.limit)?;
                     plain_in(case, Some(&cg), || Zram::memory().0).map(|(run, _)| (run, Zram::memory().1))
                 } else if let Some(alg) = kernel.strip_prefix("zswap-") {
-                    let _zswap = Zswap::new(&plan.swap_dir, 2 * case.size, alg)?;
+                    let _zswap = Zswap::new(&plan.swap_dir, 2 * footprint, alg)?;
                     let cg = Cgroup::new(case.limit)?;
                     charged = cg.charges_zswap();
                     plain_in(case, Some(&cg), Zswap::pool_bytes)
@@ -396,7 +529,7 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
             eprintln!("{label}: ccvm, {what} ({:.0}M)", mib(ram));
             let (mut walls, mut faults, mut ok) = (Vec::new(), Vec::new(), true);
             for _ in 0..plan.runs {
-                let (wall, f, good) = ccvm_run(case, ram, &plan.ccvm_args)?;
+                let (wall, f, good) = ccvm_run(case, ram, &plan.ccvm_args, want)?;
                 walls.push(wall);
                 faults.push(f as f64);
                 ok &= good;
@@ -415,12 +548,22 @@ mod tests {
     #[test]
     fn cases_parse_and_bad_ones_say_why() {
         let c = parse_case("graph:256M:128M").unwrap();
-        assert_eq!((c.workload.as_str(), c.size, c.limit), ("graph", 256 << 20, 128 << 20));
+        assert!(matches!(&c.job, Job::Workload { name, size } if name == "graph" && *size == 256 << 20));
+        assert_eq!((c.limit, c.label()), (128 << 20, "graph 256M".to_string()));
         assert!(parse_case("graph:256M").unwrap_err().contains("NAME:SIZE:LIMIT"));
         assert!(parse_case("nosuch:256M:128M").unwrap_err().contains("unknown workload"));
         assert!(parse_case("graph:128M:256M")
             .unwrap_err()
             .contains("not below the size"));
+        let p = parse_program("python:150M:/usr/bin/python3 dicts.py -v").unwrap();
+        assert!(matches!(&p.job, Job::Program { command, .. } if command == &["/usr/bin/python3", "dicts.py", "-v"]));
+        assert_eq!((p.limit, p.label()), (150 << 20, "python".to_string()));
+        assert!(parse_program("python:150M")
+            .unwrap_err()
+            .contains("LABEL:LIMIT:PROGRAM"));
+        assert!(parse_program("python:150M:  ")
+            .unwrap_err()
+            .contains("names no program"));
     }
 
     #[test]

@@ -121,6 +121,21 @@ static void mappings(size_t mib) {
     fill(g, n * 3, 9);
     if (!check(g, n * 3, 9)) bad++;
     if (munmap(g, n * 3)) bad++;
+    /* Unmapped piecewise, as GCC's collector does: the pages left keep
+     * their contents until they go too. */
+    size_t pages = 64;
+    unsigned char *q = mmap(NULL, pages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t k = 0; k < pages; k += 8) fill(q + k * 4096, 8 * 4096, 13 + k);
+    for (size_t k = 8; k < pages; k += 16) {
+        if (munmap(q + k * 4096, 8 * 4096)) bad++;
+        unsigned char *r = malloc(8 * 4096); /* may reuse freed memory, never q's */
+        fill(r, 8 * 4096, 14);
+        for (size_t j = 0; j < k; j += 16)
+            if (!check(q + j * 4096, 8 * 4096, 13 + j)) bad++;
+        free(r);
+    }
+    for (size_t k = 0; k < pages; k += 16)
+        if (munmap(q + k * 4096, 8 * 4096)) bad++;
     printf("mappings: %zu bad\n", bad);
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, off_t, size_t};
 
-use crate::heap;
+use crate::{heap, mappings};
 
 // The C library's own allocator, under the names it exports for
 // allocators that replace it.
@@ -274,7 +274,9 @@ pub extern "C" fn mmap(
     off: off_t,
 ) -> *mut c_void {
     if len > 0 && heap_mappable(addr, prot, flags, fd) && crate::started() {
-        if let Some(p) = heap::alloc(len.next_multiple_of(PAGE), PAGE, true) {
+        let len = len.next_multiple_of(PAGE);
+        if let Some(p) = heap::alloc(len, PAGE, true) {
+            mappings::add(p as usize, len);
             return p.cast();
         }
     }
@@ -294,8 +296,8 @@ pub extern "C" fn mmap64(
     mmap(addr, len, prot, flags, fd, off)
 }
 
-/// `munmap(2)`: a heap mapping is freed when the whole of it is unmapped;
-/// part of one stays allocated (and unused) until then.
+/// `munmap(2)`: pages of heap mappings are marked unmapped, and a mapping
+/// is freed once all of its pages are (see the `mappings` module).
 ///
 /// # Safety
 ///
@@ -303,13 +305,14 @@ pub extern "C" fn mmap64(
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     if heap::contains(addr.cast()) {
-        // SAFETY: only blocks the heap handed out as mappings are page
-        // aligned and unmapped by the program; `usable_size` reads the
-        // header of such a block.
-        if (addr as usize).is_multiple_of(PAGE)
-            && len.next_multiple_of(PAGE) >= unsafe { heap::usable_size(addr.cast()) }
-        {
-            unsafe { heap::free(addr.cast()) };
+        if !(addr as usize).is_multiple_of(PAGE) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        for start in mappings::unmap(addr as usize, len) {
+            // SAFETY: a block the heap handed out as a mapping, of which
+            // the program has unmapped every page.
+            unsafe { heap::free(start as *mut u8) };
         }
         return 0;
     }
@@ -343,10 +346,20 @@ pub unsafe extern "C" fn mremap(
         // SAFETY: the system call itself.
         return unsafe { libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) as *mut c_void };
     }
-    if new_len <= old_len && flags & libc::MREMAP_FIXED == 0 {
+    // Only a whole heap mapping can be remapped (the kernel must not move
+    // pages out of the region).
+    if mappings::len_of(old as usize).is_none_or(|len| old_len > len) || flags & libc::MREMAP_FIXED != 0 {
+        set_errno(libc::EINVAL);
+        return libc::MAP_FAILED;
+    }
+    if new_len <= old_len {
+        // The tail is unmapped; the block goes when the rest does.
+        let tail = new_len.next_multiple_of(PAGE);
+        // SAFETY: the tail of this mapping.
+        unsafe { munmap(old.cast::<u8>().add(tail).cast(), old_len.saturating_sub(tail)) };
         return old;
     }
-    if flags & libc::MREMAP_MAYMOVE == 0 || flags & libc::MREMAP_FIXED != 0 {
+    if flags & libc::MREMAP_MAYMOVE == 0 {
         set_errno(libc::ENOMEM);
         return libc::MAP_FAILED;
     }

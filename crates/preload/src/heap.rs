@@ -77,9 +77,45 @@ pub unsafe fn init(start: *mut u8, len: usize) {
     END.store(start as usize + len, Ordering::Release);
 }
 
+thread_local! {
+    /// Whether this thread holds the heap's lock: a signal handler that
+    /// allocates while its thread is inside the heap (a program's crash
+    /// handler, say) is served by the C library instead of deadlocking.
+    static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The heap's lock, marked held by this thread while it lives.
+pub struct Guard(MutexGuard<'static, Option<Heap>>);
+
+impl std::ops::Deref for Guard {
+    type Target = Option<Heap>;
+    fn deref(&self) -> &Option<Heap> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Option<Heap> {
+        &mut self.0
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        HELD.set(false);
+    }
+}
+
 /// The heap's lock (held across `fork`, see the crate docs).
-pub fn lock() -> MutexGuard<'static, Option<Heap>> {
-    HEAP.lock().unwrap_or_else(|e| e.into_inner())
+pub fn lock() -> Guard {
+    let guard = HEAP.lock().unwrap_or_else(|e| e.into_inner());
+    HELD.set(true);
+    Guard(guard)
+}
+
+/// The heap's lock, unless this thread holds it already (then `None`).
+fn try_lock() -> Option<Guard> {
+    (!HELD.get()).then(lock)
 }
 
 /// Whether `ptr` is in the heap (so was handed out by it).
@@ -90,7 +126,7 @@ pub fn contains(ptr: *const u8) -> bool {
 
 /// Most bytes allocated at once.
 pub fn peak() -> usize {
-    lock().as_ref().map_or(0, |h| h.peak)
+    try_lock().and_then(|g| g.as_ref().map(|h| h.peak)).unwrap_or(0)
 }
 
 impl Heap {
@@ -167,7 +203,7 @@ impl Heap {
 /// A block from the heap; `None` if there is no heap (not started, or
 /// never to start in this process) or no room in it.
 pub fn alloc(size: usize, align: usize, zero: bool) -> Option<*mut u8> {
-    lock().as_mut()?.alloc(size, align, zero)
+    try_lock()?.as_mut()?.alloc(size, align, zero)
 }
 
 /// Frees a block of the heap.
@@ -176,7 +212,9 @@ pub fn alloc(size: usize, align: usize, zero: bool) -> Option<*mut u8> {
 ///
 /// `ptr` was handed out by [`alloc`] or [`realloc`] and is not used again.
 pub unsafe fn free(ptr: *mut u8) {
-    if let Some(heap) = lock().as_mut() {
+    // Re-entered from a signal handler: the block is left allocated.
+    let Some(mut guard) = try_lock() else { return };
+    if let Some(heap) = guard.as_mut() {
         // SAFETY: as the caller promises.
         unsafe { heap.free(ptr) }
     }
@@ -190,7 +228,7 @@ pub unsafe fn free(ptr: *mut u8) {
 /// As for [`free`].
 pub unsafe fn realloc(ptr: *mut u8, size: usize) -> Option<*mut u8> {
     // SAFETY: as the caller promises.
-    lock().as_mut().and_then(|heap| unsafe { heap.realloc(ptr, size) })
+    try_lock()?.as_mut().and_then(|heap| unsafe { heap.realloc(ptr, size) })
 }
 
 /// The size asked for when `ptr` was allocated.

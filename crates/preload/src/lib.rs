@@ -41,6 +41,7 @@
 
 pub mod exports;
 pub mod heap;
+pub mod mappings;
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
@@ -172,7 +173,8 @@ extern "C" fn end() {
 /// What is held across a fork, from the prepare handler to the parent's or
 /// the child's (the forking thread runs all three, under the heap lock).
 struct Held {
-    heap: MutexGuard<'static, Option<heap::Heap>>,
+    heap: heap::Guard,
+    mappings: MutexGuard<'static, std::collections::BTreeMap<usize, mappings::Mapping>>,
     pager: ForkGuard<'static>,
     /// The child writes a byte here when its pages are in place.
     pipe: [libc::c_int; 2],
@@ -192,6 +194,7 @@ extern "C" fn before_fork() {
     // The heap lock first: a thread holding it may be waiting on a fault,
     // which needs the pager.
     let heap = heap::lock();
+    let mappings = mappings::lock();
     let pager = region.prepare_fork();
     let mut pipe = [-1; 2];
     // SAFETY: a two-descriptor array.
@@ -199,7 +202,14 @@ extern "C" fn before_fork() {
         pipe = [-1; 2];
     }
     // SAFETY: see ForkCell.
-    unsafe { *HELD.0.get() = Some(Held { heap, pager, pipe }) };
+    unsafe {
+        *HELD.0.get() = Some(Held {
+            heap,
+            mappings,
+            pager,
+            pipe,
+        })
+    };
 }
 
 extern "C" fn after_fork_parent() {
@@ -221,6 +231,7 @@ extern "C" fn after_fork_parent() {
         }
     }
     held.pager.parent();
+    drop(held.mappings);
     drop(held.heap);
 }
 
@@ -240,5 +251,6 @@ extern "C" fn after_fork_child() {
             libc::close(read_end);
         }
     }
+    drop(held.mappings);
     drop(held.heap);
 }

@@ -1,0 +1,86 @@
+//! The heap blocks handed out as anonymous mappings, so that `munmap` and
+//! `mremap` can tell them from other heap memory.
+//!
+//! A program may unmap a mapping piecewise (GCC's garbage collector gives
+//! back runs of pages from a larger mapping), and may unmap a range that
+//! spans several mappings. Each mapping keeps a bit per page unmapped; its
+//! block is freed only when every page is, so no page still in use is ever
+//! reused. Unmapped pages stay readable until then (the kernel would fault
+//! on them): a correct program does not notice.
+//!
+//! Lock order: this module's lock is never held while the heap's is taken
+//! (the caller frees blocks after [`unmap`] returns), so a fork's prepare
+//! handler may take the heap's lock and then this one.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+const PAGE: usize = 4096;
+
+/// One mapping's pages.
+pub struct Mapping {
+    pages: usize,
+    /// One bit per page, set once unmapped.
+    unmapped: Vec<u64>,
+    left: usize,
+}
+
+static MAPPINGS: Mutex<BTreeMap<usize, Mapping>> = Mutex::new(BTreeMap::new());
+
+/// The lock (held across `fork`).
+pub fn lock() -> MutexGuard<'static, BTreeMap<usize, Mapping>> {
+    MAPPINGS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records a mapping of `len` bytes (a multiple of the page size) at `start`.
+pub fn add(start: usize, len: usize) {
+    let pages = len / PAGE;
+    let mapping = Mapping {
+        pages,
+        unmapped: vec![0; pages.div_ceil(64)],
+        left: pages,
+    };
+    lock().insert(start, mapping);
+}
+
+/// The length of the mapping that starts at `start`, if one does.
+pub fn len_of(start: usize) -> Option<usize> {
+    lock().get(&start).map(|m| m.pages * PAGE)
+}
+
+/// Marks the pages of `addr..addr + len` unmapped in every mapping they
+/// fall in; returns the starts of the mappings now wholly unmapped (and
+/// forgotten), for the caller to free.
+pub fn unmap(addr: usize, len: usize) -> Vec<usize> {
+    let end = addr.saturating_add(len.next_multiple_of(PAGE));
+    let mut freed = Vec::new();
+    let mut map = lock();
+    for (&start, m) in map.range_mut(..end).rev() {
+        let m_end = start + m.pages * PAGE;
+        if m_end <= addr {
+            break;
+        }
+        let first = (addr.max(start) - start) / PAGE;
+        let last = (end.min(m_end) - start).div_ceil(PAGE);
+        for page in first..last {
+            let (word, bit) = (page / 64, 1u64 << (page % 64));
+            if m.unmapped[word] & bit == 0 {
+                m.unmapped[word] |= bit;
+                m.left -= 1;
+            }
+        }
+        if m.left == 0 {
+            freed.push(start);
+        }
+    }
+    for start in &freed {
+        map.remove(start);
+    }
+    freed
+}
+
+/// Forgets the mapping at `start` (moved by `mremap`); its length, if it
+/// was one.
+pub fn take(start: usize) -> Option<usize> {
+    lock().remove(&start).map(|m| m.pages * PAGE)
+}
