@@ -525,6 +525,11 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
         if let Some(total) = equal_total {
             ccvm_rams.insert(0, ("equal total memory", total));
         }
+        // `ccvm exec --ram` bounds the program's heap; the kernel's limit,
+        // what the cgroup is charged: anonymous memory and the file pages
+        // the program brought in. Shared libraries already cached were
+        // charged elsewhere, so the program's whole RSS is no fairer a
+        // measure.
         for (what, ram) in ccvm_rams {
             eprintln!("{label}: ccvm, {what} ({:.0}M)", mib(ram));
             let (mut walls, mut faults, mut ok) = (Vec::new(), Vec::new(), true);

@@ -139,6 +139,7 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
     if let Some(f) = rows.first().map(|r| r.cpu_factor).filter(|&f| f != 1.0) {
         println!("simulated CPU {f} times slower than the measuring one (codec and program run times x {f})");
     }
+    print_traces(dir);
     println!(
         "paging-time reduction against LRU, % (paper 000 at 5 ms: 20-80% over the interesting region, about 40% on average)"
     );
@@ -211,5 +212,76 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         );
     }
     against_best_fixed(&rows);
+    no_harm(&rows);
     Ok(())
+}
+
+/// Prints, per trace, codec and disk cost, the adaptive policies' worst
+/// paging time against LRU's over every size at which LRU pages (issue
+/// 11's "no harm" bound is 1.05) and how many sizes exceed that bound.
+fn no_harm(rows: &[Saved]) {
+    let mut keys: Vec<(String, String, String, u64)> = rows
+        .iter()
+        .filter(|r| r.policy.starts_with("adaptive"))
+        .map(|r| {
+            (
+                r.policy.clone(),
+                r.trace.clone(),
+                r.codec.clone(),
+                (r.disk_ms * 1000.0) as u64,
+            )
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    println!();
+    println!("adaptive / LRU paging time over every size at which LRU pages: worst, and sizes above 1.05");
+    println!(
+        "{:<13} {:<12} {:<7} {:>7} | {:>7} {:>5}",
+        "policy", "trace", "codec", "disk ms", "worst", "over"
+    );
+    for (policy, trace, codec, disk) in keys {
+        let ratios: Vec<f64> = rows
+            .iter()
+            .filter(|r| {
+                r.policy == policy && r.trace == trace && r.codec == codec && (r.disk_ms * 1000.0) as u64 == disk
+            })
+            .filter_map(|r| r.normalized)
+            .collect();
+        let worst = ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let over = ratios.iter().filter(|&&n| n > 1.05).count();
+        println!(
+            "{policy:<13} {trace:<12} {codec:<7} {:>7} | {worst:>7.2} {over:>2}/{:<2}",
+            disk as f64 / 1000.0,
+            ratios.len()
+        );
+    }
+}
+
+/// Prints `traces.csv` (written by the sweep since it was added), if any:
+/// what each trace is, and its images' ratio per codec.
+fn print_traces(dir: &Path) {
+    let Ok(text) = std::fs::read_to_string(dir.join("traces.csv")) else {
+        return;
+    };
+    println!(
+        "{:<12} {:>10} {:>9} {:>8} {:>13} {:<7} {:>9} {:>6} {:>7} {:>7}",
+        "trace", "references", "footprint", "run s", "region (5 ms)", "codec", "images", "ratio", "comp us", "dec us"
+    );
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 12 {
+            continue;
+        }
+        let region = if f[5].is_empty() {
+            "-".to_string()
+        } else {
+            format!("{}..{}", f[5], f[6])
+        };
+        println!(
+            "{:<12} {:>10} {:>9} {:>8} {:>13} {:<7} {:>9} {:>6} {:>7} {:>7}",
+            f[0], f[1], f[2], f[4], region, f[7], f[8], f[9], f[10], f[11]
+        );
+    }
+    println!();
 }

@@ -3,7 +3,7 @@
 //! and which pages are on disk. Policies differ only in how much memory
 //! each level may have; this is the part they share.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::queue::RecencyQueue;
 use crate::{Action, Level};
@@ -17,23 +17,27 @@ pub(crate) struct Levels {
     pub compressed: RecencyQueue,
     sizes: FxHashMap<u64, u64>,
     compressed_bytes: u64,
-    on_disk: FxHashSet<u64>,
+    /// Pages on disk, and whether each was written compressed.
+    on_disk: FxHashMap<u64, bool>,
 }
 
 impl Levels {
     /// `page` was touched and served from `from`: it leaves the cache or
-    /// the disk and becomes the newest uncompressed page.
-    pub fn touch(&mut self, page: u64, from: Level) {
+    /// the disk and becomes the newest uncompressed page. Returns whether
+    /// it came from disk compressed (so it was decompressed too).
+    pub fn touch(&mut self, page: u64, from: Level) -> bool {
+        let mut decompressed = false;
         match from {
             Level::Compressed if self.compressed.remove(page) => {
                 self.compressed_bytes -= self.sizes.remove(&page).unwrap_or(0);
             }
             Level::Disk => {
-                self.on_disk.remove(&page);
+                decompressed = self.on_disk.remove(&page).unwrap_or(false);
             }
             _ => {}
         }
         self.uncompressed.push_newest(page);
+        decompressed
     }
 
     /// `page` is now in the cache, taking `bytes`.
@@ -50,7 +54,7 @@ impl Levels {
         match self.compressed.pop_oldest() {
             Some(victim) => {
                 self.compressed_bytes -= self.sizes.remove(&victim).unwrap_or(0);
-                self.on_disk.insert(victim);
+                self.on_disk.insert(victim, true);
                 actions.push(Action::Spill(victim));
                 true
             }
@@ -60,7 +64,7 @@ impl Levels {
 
     /// `page` went (or is sent) to disk without passing through the cache.
     pub fn on_disk(&mut self, page: u64) {
-        self.on_disk.insert(page);
+        self.on_disk.insert(page, false);
     }
 
     /// Bytes the uncompressed pages and the cache take together.

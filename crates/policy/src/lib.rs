@@ -33,7 +33,7 @@ mod queue;
 mod recency;
 mod trap;
 
-pub use adaptive::{Adaptive, Costs, FINE_TARGETS, TARGETS};
+pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, TARGETS};
 pub use fixed::FixedSplit;
 pub use pool::Pool;
 pub use trap::Traps;
@@ -137,6 +137,9 @@ pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Pol
         "none" => Ok(Box::new(FixedSplit::new(budget, 1.0))),
         "adaptive" => Ok(Box::new(Adaptive::new(budget, params.costs))),
         "adaptive-fine" => Ok(Box::new(Adaptive::with_targets(budget, params.costs, &FINE_TARGETS))),
+        "adaptive-safe" => Ok(Box::new(
+            Adaptive::new(budget, params.costs).with_allowance(SAFE_ALLOWANCE),
+        )),
         "zswap" => Ok(Box::new(Pool::zswap(budget, 20))),
         "douglis" => Ok(Box::new(Pool::douglis(budget, 2.0))),
         _ if fixed_percent(name).is_some() => {
@@ -162,8 +165,18 @@ pub fn is_known(name: &str) -> bool {
 /// `none` keeps no compression cache: every page evicted goes to disk
 /// uncompressed (the baseline).
 /// `adaptive` is paper 000 §3's cost/benefit sizing over the paper's
-/// targets, `adaptive-fine` the same with 3% and 6% added; `zswap` compresses
+/// targets, `adaptive-fine` the same with 3% and 6% added, `adaptive-safe`
+/// the paper's targets guarded to stay within 2% of plain LRU's paging cost
+/// (and writing pages raw at 0%); `zswap` compresses
 /// every evicted page into a pool capped at 20% of memory (zswap's default
 /// `max_pool_percent`); `douglis` lets the caches compete by recency with a
 /// bias of 2.
-pub const NAMES: &[&str] = &["fixed", "none", "adaptive", "adaptive-fine", "zswap", "douglis"];
+pub const NAMES: &[&str] = &[
+    "fixed",
+    "none",
+    "adaptive",
+    "adaptive-fine",
+    "adaptive-safe",
+    "zswap",
+    "douglis",
+];

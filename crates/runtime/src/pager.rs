@@ -588,6 +588,13 @@ impl Pager {
                 let page = p as usize;
                 let target = self.evict(page);
                 let bytes = self.evicted(target);
+                // The trace keeps every evicted image, so that a replay
+                // compressing this page later compresses what it held.
+                if let Some(t) = &mut self.trace {
+                    if let Err(e) = t.image(p, bytes) {
+                        fatal(format!("writing the trace: {e}"));
+                    }
+                }
                 self.write_swap(page, Stored::Raw, bytes);
                 self.stats.pages_swapped_raw += 1;
                 self.done_with(target);
