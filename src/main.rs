@@ -241,6 +241,10 @@ struct RunArgs {
     /// fault order.
     #[arg(long, default_value_t = 0.0)]
     trap_share: f64,
+    /// Most pages read ahead from the compression cache when cache faults walk through memory in order (the
+    /// window doubles from 2 while they do); 0 turns read-ahead off.
+    #[arg(long, default_value_t = ccvm_runtime::DEFAULT_READAHEAD)]
+    readahead: usize,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -414,6 +418,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     move_frames: !args.copy_frames,
                     background_compression: !args.compress_in_fault,
                     trap_share: args.trap_share,
+                    readahead: args.readahead,
                 },
             };
             let report = live::run_one("run", &opts)?;

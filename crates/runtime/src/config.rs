@@ -78,6 +78,12 @@ pub struct RuntimeConfig {
     /// `ccvm_policy::Traps`). Needs `move_frames`; 0 turns it off and
     /// uncompressed pages leave in fault order.
     pub trap_share: f64,
+    /// Most pages read ahead on a cache fault that continues a sequential
+    /// run of faults (see the `readahead` module): the next pages, if they
+    /// are in the cache, are decompressed and mapped before the program
+    /// touches them. 0 turns it off; it is off while tracing, so that the
+    /// trace holds the program's own references.
+    pub readahead: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -98,6 +104,7 @@ impl Default for RuntimeConfig {
             move_frames: true,
             background_compression: true,
             trap_share: 0.0,
+            readahead: crate::readahead::DEFAULT_WINDOW,
         }
     }
 }

@@ -153,6 +153,7 @@ impl ExecSettings {
             // Trapped pages live in the shadow, which a forked child does
             // not inherit; fork settles them, but they buy little here.
             trap_share: 0.0,
+            readahead: crate::readahead::DEFAULT_WINDOW,
         })
     }
 }

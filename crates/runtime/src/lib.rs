@@ -29,6 +29,11 @@
 //!   ring of page buffers with the pager (`compressor` module,
 //!   [`RuntimeConfig::background_compression`]): a process, because a
 //!   thread of the program would make every frame move interrupt its CPU.
+//! * Runs of faults are read ahead (`readahead` module,
+//!   [`RuntimeConfig::readahead`]): a cache fault that continues a run
+//!   maps the next cached pages too, and a first touch that continues one
+//!   maps the next new pages, so a scan pays one signal per window, not
+//!   per page.
 //! * Recency of resident pages: the runtime sees only faults, so a policy
 //!   sees resident pages in fault order (FIFO), and exact recency once a
 //!   page is in the cache (every touch there faults). That is the FIFO-LRU
@@ -55,6 +60,7 @@ mod exec;
 pub mod ffi;
 mod frames;
 mod pager;
+mod readahead;
 mod region;
 mod signal;
 mod stats;
@@ -64,6 +70,7 @@ mod uffd;
 pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};
 pub use exec::{ExecReport, ExecSettings};
 pub use pager::FATAL_EXIT;
+pub use readahead::DEFAULT_WINDOW as DEFAULT_READAHEAD;
 pub use region::{ForkGuard, Region};
 pub use stats::{Latency, RuntimeStats};
 pub use swap::{SwapError, SwapStats};

@@ -33,6 +33,7 @@ use ccvm_trace::TraceWriter;
 use crate::aligned::AlignedBuf;
 use crate::compressor::{Finished, Helper};
 use crate::frames::Frames;
+use crate::readahead::Streams;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
 use crate::uffd::{Fault, Uffd};
@@ -96,6 +97,8 @@ pub(crate) struct Pager {
     to_trap: Vec<u64>,
     /// The helper process that compresses evicted pages, if any.
     helper: Option<Helper>,
+    /// Runs of cache faults, for read-ahead.
+    streams: Streams,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -172,6 +175,7 @@ impl Pager {
             traps,
             to_trap: Vec::new(),
             helper: None,
+            streams: Streams::new(0),
             stats,
             timers: Timers::new(),
         }
@@ -180,6 +184,12 @@ impl Pager {
     /// Sends evictions to `helper` to be compressed.
     pub fn compress_in_background(&mut self, helper: Helper) {
         self.helper = Some(helper);
+    }
+
+    /// Reads up to `most` pages ahead on cache faults that continue a run
+    /// (see the `readahead` module).
+    pub fn read_ahead(&mut self, most: usize) {
+        self.streams = Streams::new(most);
     }
 
     /// Puts the pages the helper has finished into the store.
@@ -365,35 +375,13 @@ impl Pager {
                 Level::Uncompressed
             }
             PageState::Untouched => {
-                // A spare frame, zeroed, saves the kernel allocating and
-                // zeroing one at the first write; else the zero page.
-                match self.target(page) {
-                    Target::Frame(slot) => {
-                        self.target_bytes(Target::Frame(slot)).fill(0);
-                        self.map_page(page, Target::Frame(slot));
-                    }
-                    Target::Buffer => match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
-                        Ok(()) => {}
-                        Err(nix::errno::Errno::EEXIST) => self.wake(page),
-                        Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
-                    },
-                }
+                self.map_zeros(page);
                 self.stats.faults_zero += 1;
                 Level::New
             }
             PageState::Compressed => {
-                let target = self.target(page);
-                let out = self.target_bytes(target);
-                // SAFETY: `out` is our buffer or a spare frame, not part of
-                // the store; detach it from `self` to lend the store.
-                let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
-                if let Err(e) = self.store.get(page as u64, out) {
-                    fatal(e);
-                }
-                self.store.remove(page as u64);
-                self.map_page(page, target);
+                self.map_from_cache(page);
                 self.stats.faults_cache += 1;
-                self.stats.pages_decompressed += 1;
                 Level::Compressed
             }
             PageState::Swapped(slot) => {
@@ -416,6 +404,82 @@ impl Pager {
             Level::Disk => &mut self.timers.disk,
         };
         timer.saturating_record(ns.max(1));
+        self.now_resident(page, from);
+        if let Some(t) = &mut self.trace {
+            if let Err(e) = t.reference(page as u64, write) {
+                fatal(format!("writing the trace: {e}"));
+            }
+        }
+        self.policy.touch(page as u64, from, &mut self.actions);
+        self.after_touch();
+        if matches!(from, Level::Compressed | Level::New) {
+            let window = self.streams.fault(page);
+            if window > 0 {
+                self.read_ahead_after(page, window, from);
+            }
+        }
+    }
+
+    /// Maps never-touched page `page` as zeros: a spare frame, zeroed,
+    /// saves the kernel allocating and zeroing one at the first write;
+    /// else the zero page.
+    fn map_zeros(&mut self, page: usize) {
+        match self.target(page) {
+            Target::Frame(slot) => {
+                self.target_bytes(Target::Frame(slot)).fill(0);
+                self.map_page(page, Target::Frame(slot));
+            }
+            Target::Buffer => match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
+                Ok(()) => {}
+                Err(nix::errno::Errno::EEXIST) => self.wake(page),
+                Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
+            },
+        }
+    }
+
+    /// Decompresses cached page `page` into a spare frame (or the buffer)
+    /// and maps it.
+    fn map_from_cache(&mut self, page: usize) {
+        let target = self.target(page);
+        let out = self.target_bytes(target);
+        // SAFETY: `out` is our buffer or a spare frame, not part of the
+        // store; detach it from `self` to lend the store.
+        let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
+        if let Err(e) = self.store.get(page as u64, out) {
+            fatal(e);
+        }
+        self.store.remove(page as u64);
+        self.map_page(page, target);
+        self.stats.pages_decompressed += 1;
+    }
+
+    /// Maps the pages among the `window` after `page` that are where the
+    /// faulting page was (`from`: the cache, or never touched), each a
+    /// touch for the policy (see the `readahead` module).
+    fn read_ahead_after(&mut self, page: usize, window: usize, from: Level) {
+        let end = (page + window).min(self.state.len() - 1);
+        for next in page + 1..=end {
+            // Evictions made for an earlier page of the window may have
+            // spilled this one: its state is read afresh.
+            match (self.state[next], from) {
+                (PageState::Compressed, Level::Compressed) => {
+                    self.map_from_cache(next);
+                    self.stats.pages_read_ahead += 1;
+                }
+                (PageState::Untouched, Level::New) => {
+                    self.map_zeros(next);
+                    self.stats.pages_zero_ahead += 1;
+                }
+                _ => continue,
+            }
+            self.now_resident(next, from);
+            self.policy.touch(next as u64, from, &mut self.actions);
+            self.after_touch();
+        }
+    }
+
+    /// `page`, just mapped from level `from`, is resident.
+    fn now_resident(&mut self, page: usize, from: Level) {
         self.state[page] = PageState::Resident;
         match (&mut self.traps, from) {
             // A trapped page was resident all along; it is mapped again.
@@ -429,13 +493,6 @@ impl Pager {
                 }
             }
         }
-        if let Some(t) = &mut self.trace {
-            if let Err(e) = t.reference(page as u64, write) {
-                fatal(format!("writing the trace: {e}"));
-            }
-        }
-        self.policy.touch(page as u64, from, &mut self.actions);
-        self.after_touch();
     }
 
     /// Carries out the policy's evictions, keeps the budget, and traps the

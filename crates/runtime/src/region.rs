@@ -178,6 +178,12 @@ impl Region {
                 .unwrap_or_else(|e| e.into_inner())
                 .compress_in_background(helper);
         }
+        if config.trace.is_none() {
+            pager
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .read_ahead(config.readahead);
+        }
         let handler = match config.fault_mode {
             FaultMode::Signal => {
                 crate::signal::add(base as usize, base as usize + len, Arc::as_ptr(&pager))

@@ -38,6 +38,11 @@ pub struct RuntimeStats {
     /// Faults on evicted pages still waiting for the compressor thread
     /// (compressed by the faulting thread, then served from the cache).
     pub faults_pending: u64,
+    /// Pages read ahead from the cache: decompressed and mapped after a
+    /// cache fault before they were touched.
+    pub pages_read_ahead: u64,
+    /// Never-touched pages mapped as zeros ahead of a run of first touches.
+    pub pages_zero_ahead: u64,
     /// Pages compressed into the cache.
     pub pages_compressed: u64,
     /// Of those, pages the compressor thread compressed.

@@ -174,3 +174,47 @@ fn random_faults_make_the_swap_file_clean_itself_without_losing_a_page() {
         );
     }
 }
+
+/// Scans read ahead (cached pages decompressed, new pages mapped as zeros
+/// before they are touched), and every byte stays the byte last written,
+/// with four threads scanning the same pages at once.
+#[test]
+fn scans_read_ahead_without_losing_a_write() {
+    let ram = 256 * 4096;
+    let mut faults = Vec::new();
+    for readahead in [0, 8] {
+        let config = RuntimeConfig {
+            readahead,
+            ..config(ram, 0.3, "fixed")
+        };
+        let region = Region::new(2 * ram as usize, config).unwrap();
+        let words = region.atomics();
+        let threads = 4;
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    // Thread t owns the words i with i % threads == t.
+                    for round in 0..4u64 {
+                        for i in (t..words.len()).step_by(threads) {
+                            let want = if round == 0 { 0 } else { (i as u64) << 8 | (round - 1) };
+                            assert_eq!(words[i].load(Ordering::Relaxed), want, "word {i} round {round}");
+                            words[i].store((i as u64) << 8 | round, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        let stats = region.finish().unwrap();
+        eprintln!("readahead {readahead}: {stats:?}");
+        if readahead == 0 {
+            assert_eq!(stats.pages_read_ahead + stats.pages_zero_ahead, 0, "{stats:?}");
+        } else {
+            assert!(stats.pages_read_ahead > 0 && stats.pages_zero_ahead > 0, "{stats:?}");
+        }
+        faults.push(stats.faults_cache + stats.faults_zero);
+    }
+    assert!(
+        faults[1] * 2 < faults[0],
+        "read-ahead should halve the faults: {faults:?}"
+    );
+}
