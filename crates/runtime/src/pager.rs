@@ -445,10 +445,9 @@ impl Pager {
         // SAFETY: `out` is our buffer or a spare frame, not part of the
         // store; detach it from `self` to lend the store.
         let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
-        if let Err(e) = self.store.get(page as u64, out) {
+        if let Err(e) = self.store.take(page as u64, out) {
             fatal(e);
         }
-        self.store.remove(page as u64);
         self.map_page(page, target);
         self.stats.pages_decompressed += 1;
     }

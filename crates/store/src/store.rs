@@ -498,6 +498,52 @@ impl Store {
         })
     }
 
+    /// Decodes page `page_no` into `out` (4096 bytes) and removes it: what
+    /// a cache fault does. Unlike [`Store::get`] then [`Store::remove`], it
+    /// takes the store's lock once and decodes straight from the page's
+    /// slot, with no copy of the compressed bytes; the price is that other
+    /// callers wait while it decodes, so it suits one caller at a time (the
+    /// runtime's pager, which holds its own lock around it anyway).
+    ///
+    /// ```
+    /// use ccvm_store::{Store, StoreConfig};
+    /// let store = Store::new(StoreConfig::default()).unwrap();
+    /// let page: Vec<u8> = (0..4096u32).map(|i| (i / 64) as u8).collect();
+    /// store.put(7, &page).unwrap();
+    /// let mut out = [0u8; 4096];
+    /// store.take(7, &mut out).unwrap();
+    /// assert_eq!(&out[..], &page[..]);
+    /// assert!(!store.contains(7));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::get`]; on any error the page stays stored.
+    pub fn take(&self, page_no: u64, out: &mut [u8]) -> Result<(), StoreError> {
+        if out.len() != PAGE_SIZE {
+            return Err(StoreError::PageSize(out.len()));
+        }
+        self.with_worker(|w| {
+            let mut inner = self.inner.lock().expect("store lock");
+            let entry = inner.table.get(&page_no).ok_or(StoreError::NotFound(page_no))?;
+            match entry.place {
+                Place::Same(v) => {
+                    for word in out.chunks_exact_mut(8) {
+                        word.copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+                Place::Raw(slot) => out.copy_from_slice(inner.bytes(slot)),
+                Place::Compressed(slot) => w
+                    .codec
+                    .decompress(inner.bytes(slot), out)
+                    .map_err(|source| StoreError::Corrupt { page: page_no, source })?,
+            }
+            inner.take(page_no);
+            inner.maybe_release();
+            Ok(())
+        })
+    }
+
     /// Removes page `page_no` and copies out how it was kept, without
     /// decoding it: for [`Stored::Compressed`]`(n)` and [`Stored::Raw`] the
     /// first `n` (or 4096) bytes of `out` are the stored bytes. The runtime

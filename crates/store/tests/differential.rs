@@ -103,6 +103,11 @@ fn run(
                     Err(e) => panic!("{allocator}: put failed: {e}"),
                 }
             }
+            7 if page_no.is_multiple_of(3) => match (store.take(page_no, &mut out), model.remove(&page_no)) {
+                (Ok(()), Some(want)) => assert!(out == want, "{allocator}: page {page_no} taken differs at op {i}"),
+                (Err(StoreError::NotFound(_)), None) => {}
+                (got, want) => panic!("{allocator}: op {i}: take {got:?}, model had page: {}", want.is_some()),
+            },
             5..=7 => match (store.get(page_no, &mut out), model.get(&page_no)) {
                 (Ok(()), Some(want)) => assert!(out == *want, "{allocator}: page {page_no} differs at op {i}"),
                 (Err(StoreError::NotFound(_)), None) => {}
