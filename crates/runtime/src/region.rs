@@ -104,6 +104,7 @@ impl Region {
             costs: ccvm_policy::Costs {
                 disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
                 codec_ns: config.cache_cost.as_nanos() as f64,
+                compress_share: 0.5,
             },
         };
         let policy = ccvm_policy::by_name(&config.policy, budget, params).map_err(RuntimeError::Config)?;

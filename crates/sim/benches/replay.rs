@@ -67,6 +67,7 @@ fn replay(c: &mut Criterion) {
                     costs: Costs {
                         disk_ns: 5e6,
                         codec_ns: 6e3,
+                        compress_share: 0.5,
                     },
                 };
                 let mut p = ccvm_policy::by_name(name, budget, params).unwrap();

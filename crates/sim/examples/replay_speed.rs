@@ -48,6 +48,7 @@ fn main() {
                 costs: Costs {
                     disk_ns: 5e6,
                     codec_ns: 5e3,
+                    compress_share: 0.5,
                 },
             };
             let mut p = ccvm_policy::by_name(policy, budget, params).unwrap();

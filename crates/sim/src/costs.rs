@@ -223,4 +223,21 @@ impl CodecCosts {
             decompress_ns: vec![decompress_ns; n],
         }
     }
+
+    /// The share of a round trip (compression plus decompression, summed
+    /// over the images) that compression takes; 0.5 with no timings.
+    ///
+    /// ```
+    /// let c = ccvm_sim::CodecCosts::uniform(3, 2.0, 30_000, 10_000);
+    /// assert_eq!(c.compress_share(), 0.75);
+    /// ```
+    pub fn compress_share(&self) -> f64 {
+        let compress: f64 = self.compress_ns.iter().map(|&t| f64::from(t)).sum();
+        let decompress: f64 = self.decompress_ns.iter().map(|&t| f64::from(t)).sum();
+        if compress + decompress > 0.0 {
+            compress / (compress + decompress)
+        } else {
+            0.5
+        }
+    }
 }

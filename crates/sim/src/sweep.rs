@@ -121,6 +121,7 @@ pub fn run_point(
         costs: Costs {
             disk_ns: config.disk_read_ns,
             codec_ns: cache_cost_ns,
+            compress_share: costs.compress_share(),
         },
     };
     let region = interesting_region(lru, config.disk_read_ns, run_time_ns);

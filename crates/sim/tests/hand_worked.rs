@@ -48,6 +48,7 @@ fn policy(name: &str, pages: u64, share: f64) -> Box<dyn Policy> {
         costs: Costs {
             disk_ns: 5e6,
             codec_ns: 30.0,
+            compress_share: 0.5,
         },
     };
     ccvm_policy::by_name(name, budget, params).unwrap()
@@ -253,6 +254,7 @@ fn adaptive_counts_by_hand() {
     let costs_ns = Costs {
         disk_ns: 400.0,
         codec_ns: 100.0,
+        compress_share: 0.5,
     };
     let mut p = ccvm_policy::Adaptive::new(budget, costs_ns);
     let r = simulate(&t, &costs(5, 1984), &mut p, &SimConfig::default());

@@ -55,6 +55,7 @@ fn live_and_simulated_fault_counts_agree() {
         let costs = Costs {
             disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
             codec_ns: config.cache_cost.as_nanos() as f64,
+            compress_share: 0.5,
         };
         let budget = config.policy_budget();
         let mut region = Region::new(size, config).unwrap();
