@@ -61,9 +61,13 @@ pub(crate) const RING: usize = 128;
 /// Pages waiting in the ring before a sleeping helper is woken.
 const WAKE_BATCH: u32 = 8;
 
-/// Checks of an empty ring (a `pause` each, about 40 ns on x86) before the
-/// helper sleeps: long enough to span the usual gap between evictions.
-const SPINS: u32 = 2_000;
+/// Checks of an empty ring (a `pause` each) before the helper sleeps:
+/// a short wait, because a helper that spins takes a CPU from the
+/// program's own threads. With 2,000, graph-mt (four threads on two
+/// CPUs) took 7.37, 6.99, 6.33 and 7.18 s against 6.14, 6.09, 6.10 and
+/// 5.38 s with 200 (`ccvm run --workload graph-mt --size 256M --ram
+/// 232M`, alternated); graph and hashindex did not change beyond noise.
+const SPINS: u32 = 200;
 
 /// Kinds of a finished entry, as the helper writes them.
 const SAME: u32 = 0;
