@@ -3,6 +3,16 @@
 # into the current folder; `command_of PROGRAM` prints a program's command
 # line for the last SIZE written. SIZE is `full` or `trace`.
 
+# read_args ARGS...: the ccvm binary (first argument, default
+# target/release/ccvm) into CCVM, and the programs (the rest, default all
+# five) into the array PROGRAMS.
+read_args() {
+  CCVM=$(realpath "${1:-target/release/ccvm}")
+  shift || true
+  # shellcheck disable=SC2206
+  PROGRAMS=(${@:-gnuplot ghostscript gcc python sqlite})
+}
+
 write_inputs() {
   # Per size: gnuplot samples, surface side, PNG width x height; gs pages,
   # shapes per page, dpi, MaxBitmap; gcc functions; CPython dict entries;

@@ -11,17 +11,14 @@
 #   program heap_MiB unpaged_s ram_MiB policy wall_s slowdown cache_faults disk_faults output
 set -euo pipefail
 HERE=$(dirname "$(realpath "$0")")
-CCVM=$(realpath "${1:-target/release/ccvm}")
-shift || true
-PROGRAMS=("${@:-gnuplot ghostscript gcc python sqlite}")
-PROGRAMS=(${PROGRAMS[@]})
+# shellcheck source=bench/programs/inputs.sh
+source "$HERE/inputs.sh"
+read_args "$@"
 POLICIES=${POLICIES:-"adaptive fixed"}
 WORK=${WORK:-/tmp/ccvm-programs}
 mkdir -p "$WORK"
 cd "$WORK"
 
-# shellcheck source=bench/programs/inputs.sh
-source "$HERE/inputs.sh"
 outputs_of() {
   case $1 in
     gnuplot) echo "plot.png surface.png" ;;

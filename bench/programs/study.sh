@@ -17,18 +17,15 @@
 # near a million references (a few minutes each).
 set -euo pipefail
 HERE=$(dirname "$(realpath "$0")")
-CCVM=$(realpath "${1:-target/release/ccvm}")
-shift || true
-PROGRAMS=("${@:-gnuplot ghostscript gcc python sqlite}")
-PROGRAMS=(${PROGRAMS[@]})
+# shellcheck source=bench/programs/inputs.sh
+source "$HERE/inputs.sh"
+read_args "$@"
 TRACES=${TRACES:-/tmp/ccvm-traces}
 OUT=$(realpath -m "${OUT:-docs/programs}")
 STEP=${STEP:-all}
 mkdir -p "$TRACES"
 cd "$TRACES"
 
-# shellcheck source=bench/programs/inputs.sh
-source "$HERE/inputs.sh"
 
 if [ "$STEP" != sweep ]; then
   write_inputs trace

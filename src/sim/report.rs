@@ -26,20 +26,28 @@ fn one() -> f64 {
     1.0
 }
 
+/// The distinct keys `key` gives the rows (those it gives one), sorted.
+fn distinct<K: Ord>(rows: &[Saved], key: impl Fn(&Saved) -> Option<K>) -> Vec<K> {
+    let mut keys: Vec<K> = rows.iter().filter_map(key).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// A row's disk cost in whole microseconds, to group rows by.
+fn disk_us(r: &Saved) -> u64 {
+    (r.disk_ms * 1000.0) as u64
+}
+
 /// Prints, per adaptive policy, trace and codec at 5 ms, the adaptive
 /// policy's paging time over the best fixed share's at each size (the
 /// issue's target: within 10% everywhere in the interesting region). The
 /// fixed shares are every `fixedN` the sweep ran, and no compression.
 fn against_best_fixed(rows: &[Saved]) {
     let at_5ms = |r: &&Saved| (r.disk_ms - 5.0).abs() < 1e-9;
-    let mut keys: Vec<(String, String, String)> = rows
-        .iter()
-        .filter(|r| r.policy.starts_with("adaptive"))
-        .filter(at_5ms)
-        .map(|r| (r.policy.clone(), r.trace.clone(), r.codec.clone()))
-        .collect();
-    keys.sort();
-    keys.dedup();
+    let keys = distinct(rows, |r| {
+        (r.policy.starts_with("adaptive") && at_5ms(&r)).then(|| (r.policy.clone(), r.trace.clone(), r.codec.clone()))
+    });
     let mut fixed: Vec<&str> = rows
         .iter()
         .filter(|r| r.policy.starts_with("fixed"))
@@ -122,20 +130,9 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         )
     })?;
     let rows: Vec<Saved> = serde_json::from_str(&text).with_context(|| format!("{} is not a sweep", path.display()))?;
-    let mut keys: Vec<(String, String, String, u64)> = rows
-        .iter()
-        .filter(|r| r.policy != "lru")
-        .map(|r| {
-            (
-                r.trace.clone(),
-                r.codec.clone(),
-                r.policy.clone(),
-                (r.disk_ms * 1000.0) as u64,
-            )
-        })
-        .collect();
-    keys.sort();
-    keys.dedup();
+    let keys = distinct(&rows, |r| {
+        (r.policy != "lru").then(|| (r.trace.clone(), r.codec.clone(), r.policy.clone(), disk_us(r)))
+    });
     if let Some(f) = rows.first().map(|r| r.cpu_factor).filter(|&f| f != 1.0) {
         println!("simulated CPU {f} times slower than the measuring one (codec and program run times x {f})");
     }
@@ -220,20 +217,11 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
 /// paging time against LRU's over every size at which LRU pages (issue
 /// 11's "no harm" bound is 1.05) and how many sizes exceed that bound.
 fn no_harm(rows: &[Saved]) {
-    let mut keys: Vec<(String, String, String, u64)> = rows
-        .iter()
-        .filter(|r| r.policy.starts_with("adaptive"))
-        .map(|r| {
-            (
-                r.policy.clone(),
-                r.trace.clone(),
-                r.codec.clone(),
-                (r.disk_ms * 1000.0) as u64,
-            )
-        })
-        .collect();
-    keys.sort();
-    keys.dedup();
+    let keys = distinct(rows, |r| {
+        r.policy
+            .starts_with("adaptive")
+            .then(|| (r.policy.clone(), r.trace.clone(), r.codec.clone(), disk_us(r)))
+    });
     println!();
     println!("adaptive / LRU paging time over every size at which LRU pages: worst, and sizes above 1.05");
     println!(
