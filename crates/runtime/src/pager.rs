@@ -97,7 +97,7 @@ pub(crate) struct Pager {
     to_trap: Vec<u64>,
     /// The helper process that compresses evicted pages, if any.
     helper: Option<Helper>,
-    /// Runs of cache faults, for read-ahead.
+    /// Runs of cache faults and first touches, for read-ahead.
     streams: Streams,
     stats: RuntimeStats,
     timers: Timers,
@@ -186,8 +186,8 @@ impl Pager {
         self.helper = Some(helper);
     }
 
-    /// Reads up to `most` pages ahead on cache faults that continue a run
-    /// (see the `readahead` module).
+    /// Reads up to `most` pages ahead on cache faults and first touches
+    /// that continue a run (see the `readahead` module).
     pub fn read_ahead(&mut self, most: usize) {
         self.streams = Streams::new(most);
     }

@@ -64,8 +64,8 @@ impl Streams {
         }
     }
 
-    /// A cache fault on `page`: the number of pages after it to read
-    /// ahead (0 when it continues no run).
+    /// A cache fault or first touch on `page`: the number of pages after
+    /// it to read ahead (0 when it continues no run).
     pub fn fault(&mut self, page: usize) -> usize {
         if self.most == 0 {
             return 0;
