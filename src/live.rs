@@ -157,6 +157,13 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
         "faults                 {} zero-fill, {} from the cache, {} from the swap file, {} of trapped pages",
         s.faults_zero, s.faults_cache, s.faults_disk, s.faults_trap
     )?;
+    if s.faults_zero_read > 0 {
+        writeln!(
+            out,
+            "zero reads             {} reads of never-written pages mapped as the shared zero page (no memory held)",
+            s.faults_zero_read
+        )?;
+    }
     writeln!(
         out,
         "fault service µs       cache p50 {:.1} p99 {:.1}; swap p50 {:.1} p99 {:.1}; trapped p50 {:.1} p99 {:.1}",

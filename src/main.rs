@@ -169,6 +169,10 @@ struct SweepArgs {
     /// oldest uncompressed pages reach the policy. Default: every reference does (exact recency).
     #[arg(long)]
     trap_share: Option<f64>,
+    /// Charge each compressed page an eighth more for the store's slack, as the live runtime's policy does
+    /// (default: its compressed bytes and mapping entry only, as in paper 000).
+    #[arg(long)]
+    store_slack: bool,
     /// Imported plain traces (.txt: a page number per line; .csv: a `page` column): compression ratio.
     #[arg(long, default_value_t = 2.0)]
     ratio: f64,
@@ -245,6 +249,10 @@ struct RunArgs {
     /// window doubles from 2 while they do); 0 turns read-ahead off.
     #[arg(long, default_value_t = ccvm_runtime::DEFAULT_READAHEAD)]
     readahead: usize,
+    /// Give a never-touched page that is read a real zeroed page, as on a write, instead of the kernel's shared
+    /// zero page (which holds no memory until the page's first write).
+    #[arg(long)]
+    no_zero_reads: bool,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -419,6 +427,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     background_compression: !args.compress_in_fault,
                     trap_share: args.trap_share,
                     readahead: args.readahead,
+                    zero_reads: !args.no_zero_reads,
                 },
             };
             let report = live::run_one("run", &opts)?;
@@ -509,6 +518,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 cpu_factor: a.cpu_factor,
                 write_ms: a.write_ms,
                 trap_share: a.trap_share,
+                store_slack: a.store_slack,
                 disk_ms: a.disk_ms,
                 plain: sim::PlainCosts {
                     ratio: a.ratio,

@@ -43,6 +43,9 @@ pub struct SweepOptions {
     /// Model the live runtime's trapped pages with this share (`None`:
     /// every reference reaches the policy).
     pub trap_share: Option<f64>,
+    /// Charge compressed pages the live store's slack share, as the live
+    /// runtime does (see `ccvm_sim::SimConfig::store_slack`).
+    pub store_slack: bool,
     /// Disk costs of the sensitivity study, ms; 5 ms is always run.
     pub disk_ms: Vec<f64>,
     /// How to cost imported plain traces (`.txt`, `.csv`).
@@ -216,6 +219,7 @@ pub fn sweep(opts: &SweepOptions) -> anyhow::Result<()> {
                 disk_write_ns: opts.write_ms * 1e6,
                 cpu_factor: opts.cpu_factor,
                 trap_share: opts.trap_share,
+                store_slack: opts.store_slack,
             };
             let r = sweep::run_point(
                 &p.name,

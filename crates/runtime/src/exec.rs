@@ -154,6 +154,7 @@ impl ExecSettings {
             // not inherit; fork settles them, but they buy little here.
             trap_share: 0.0,
             readahead: crate::readahead::DEFAULT_WINDOW,
+            zero_reads: true,
         })
     }
 }

@@ -41,10 +41,11 @@
 //!   LRU approximations its adaptivity tolerates; the cache is the trap.
 //! * The budget: uncompressed pages (at most the policy's limit) plus the
 //!   store's whole memory (chunks, slack and bookkeeping) stay within the
-//!   RAM budget. The policy manages the RAM less a small reserve
-//!   ([`RuntimeConfig::store_reserve`]); the store's hard limit is the
-//!   policy's cache share plus that reserve, and the runtime spills further
-//!   if slack ever pushes the sum over. While a fault is served one page
+//!   RAM budget. The policy manages the RAM less two chunks
+//!   ([`RuntimeConfig::store_reserve`]) and charges each compressed page
+//!   an eighth more than its bytes for the store's slack
+//!   ([`ccvm_store::charged_bytes`]), so that an empty cache costs nothing;
+//!   the runtime evicts further if slack ever pushes the sum over. While a fault is served one page
 //!   more may be resident, until its evictions run.
 //! * The swap file (`swap` module) and the fault handler (`pager` module)
 //!   state their own choices: clustered direct writes with per-page CRCs

@@ -16,6 +16,18 @@
 //! * Evictions run after the page is mapped, so fault service time leaves
 //!   them out. In event mode the faulting thread runs meanwhile; in SIGBUS
 //!   mode it does them itself before retrying its access.
+//! * A read of a never-touched page maps the kernel's shared zero page,
+//!   write-protected (state `Zero`), as the kernel itself does for anonymous
+//!   memory: a program that reads more than it writes (an open-addressing
+//!   table probing empty slots, a sparse array) holds no memory for those
+//!   pages, and they are not in the policy's recency order, since there is
+//!   nothing to evict. Its first write takes a write-protect fault, counted
+//!   as the page's first touch; lifting the protection lets the kernel
+//!   replace the zero page on the retried write. A thread that writes
+//!   between the two ioctls that map and protect the zero page gets its own
+//!   page uncounted until its next write faults; nothing is lost, since a
+//!   `Zero` page is never evicted. Off while tracing, so that a trace holds
+//!   every first touch as a reference, as the simulator counts them.
 //! * A failure the program cannot be told of (a swap I/O error, a page
 //!   that fails its checksum or does not decode) stops the process with a
 //!   one-line message and exit status 3: no data can be given to the
@@ -27,7 +39,7 @@ use std::time::Instant;
 
 use ccvm_codec::{Codec, PAGE_SIZE};
 use ccvm_policy::{Action, Level, Policy};
-use ccvm_store::{Store, StoreError, Stored, ENTRY_BYTES};
+use ccvm_store::{Store, StoreError, Stored};
 use ccvm_trace::TraceWriter;
 
 use crate::aligned::AlignedBuf;
@@ -70,6 +82,9 @@ enum PageState {
     Pending,
     Compressed,
     Swapped(SwapSlot),
+    /// Only read so far: mapped as the zero page, write-protected; holds
+    /// no memory and is not in the policy.
+    Zero,
 }
 
 pub(crate) struct Pager {
@@ -99,6 +114,8 @@ pub(crate) struct Pager {
     helper: Option<Helper>,
     /// Runs of cache faults and first touches, for read-ahead.
     streams: Streams,
+    /// Reads of untouched pages map the zero page (see the module docs).
+    zero_reads: bool,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -176,6 +193,7 @@ impl Pager {
             to_trap: Vec::new(),
             helper: None,
             streams: Streams::new(0),
+            zero_reads: false,
             stats,
             timers: Timers::new(),
         }
@@ -190,6 +208,12 @@ impl Pager {
     /// that continue a run (see the `readahead` module).
     pub fn read_ahead(&mut self, most: usize) {
         self.streams = Streams::new(most);
+    }
+
+    /// Maps reads of never-touched pages as the zero page, write-protected,
+    /// until they are written (see the module docs).
+    pub fn map_reads_as_zero(&mut self, on: bool) {
+        self.zero_reads = on;
     }
 
     /// Puts the pages the helper has finished into the store.
@@ -271,7 +295,9 @@ impl Pager {
         if page >= self.state.len() {
             return;
         }
-        if fault.write_protect {
+        if fault.write_protect && matches!(self.state[page], PageState::Zero) {
+            self.serve(page, true);
+        } else if fault.write_protect {
             self.stats.faults_repeat += 1;
             self.wake(page);
         } else {
@@ -374,6 +400,29 @@ impl Pager {
                 self.stats.faults_trap += 1;
                 Level::Uncompressed
             }
+            PageState::Untouched | PageState::Zero if !write && self.zero_reads => {
+                self.map_zero_read(page);
+                self.stats.faults_zero_read += 1;
+                let window = self.streams.fault(page);
+                for next in page + 1..=(page + window).min(self.state.len() - 1) {
+                    if matches!(self.state[next], PageState::Untouched) {
+                        self.map_zero_read(next);
+                        self.stats.pages_zero_ahead += 1;
+                    }
+                }
+                return;
+            }
+            PageState::Zero => {
+                // The first write to a page only read so far: the retried
+                // write replaces the zero page with the kernel's own. If
+                // the program dropped the mapping meanwhile, the retry
+                // faults as missing and is served as resident (zeros).
+                if let Err(e) = self.uffd.write_unprotect(self.addr(page), PAGE_SIZE) {
+                    fatal(format!("userfaultfd write-unprotect: {e}"));
+                }
+                self.stats.faults_zero += 1;
+                Level::New
+            }
             PageState::Untouched => {
                 self.map_zeros(page);
                 self.stats.faults_zero += 1;
@@ -435,6 +484,21 @@ impl Pager {
                 Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
             },
         }
+    }
+
+    /// Maps never-touched (or only read) page `page` as the zero page,
+    /// write-protected so that its first write faults.
+    fn map_zero_read(&mut self, page: usize) {
+        let addr = self.addr(page);
+        match self.uffd.zeropage(addr, PAGE_SIZE) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EEXIST) => self.wake(page),
+            Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
+        }
+        if let Err(e) = self.uffd.write_protect(addr, PAGE_SIZE) {
+            fatal(format!("userfaultfd write-protect: {e}"));
+        }
+        self.state[page] = PageState::Zero;
     }
 
     /// Decompresses cached page `page` into a spare frame (or the buffer)
@@ -701,7 +765,7 @@ impl Pager {
         self.stats.bytes_in += PAGE_SIZE as u64;
         self.stats.bytes_out += len as u64;
         self.policy
-            .compressed(page as u64, (len + ENTRY_BYTES) as u64, &mut self.actions);
+            .compressed(page as u64, ccvm_store::charged_bytes(len), &mut self.actions);
     }
 
     /// Keeps uncompressed pages plus the cache's real memory (slack and

@@ -112,7 +112,10 @@ impl Region {
             Store::new(StoreConfig {
                 codec: config.codec.clone(),
                 chunk_size: 16 * 1024,
-                memory_limit: (policy.cache_limit() + config.store_reserve()).max(1) as usize,
+                // A ceiling that slack beyond the charged share may reach before
+                // the RAM budget (`keep_within_ram`) decides.
+                memory_limit: (policy.cache_limit() + policy.cache_limit() / 4 + config.store_reserve()).max(1)
+                    as usize,
                 ..StoreConfig::default()
             })
             .map_err(RuntimeError::Config)?,
@@ -180,10 +183,9 @@ impl Region {
                 .compress_in_background(helper);
         }
         if config.trace.is_none() {
-            pager
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .read_ahead(config.readahead);
+            let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
+            p.read_ahead(config.readahead);
+            p.map_reads_as_zero(config.zero_reads);
         }
         let handler = match config.fault_mode {
             FaultMode::Signal => {
@@ -261,10 +263,19 @@ impl Region {
         );
         let first = range.start / PAGE_SIZE * PAGE_SIZE;
         for offset in (first..range.end).step_by(PAGE_SIZE) {
-            // SAFETY: inside the mapping. A read is enough: the fault maps
-            // the page itself (or the zero page, which the kernel replaces
-            // on its own write without a userfault).
-            unsafe { std::ptr::read_volatile(self.base.as_ptr().add(offset)) };
+            // SAFETY: inside the mapping, and an atomic byte is valid for
+            // any bits. A write access (one that stores what it read, so
+            // that a concurrent writer loses nothing) because a read may
+            // map the zero page write-protected, and a kernel write into
+            // that fails in SIGBUS mode.
+            let byte = unsafe { &*self.base.as_ptr().add(offset).cast::<std::sync::atomic::AtomicU8>() };
+            let v = byte.load(std::sync::atomic::Ordering::Relaxed);
+            let _ = byte.compare_exchange(
+                v,
+                v,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
     }
 

@@ -22,8 +22,14 @@ pub struct Latency {
 /// follow, which run while the thread proceeds.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RuntimeStats {
-    /// First touches, served with zeros.
+    /// First writes (or first touches, where reads are not mapped as the
+    /// zero page), served with zeros.
     pub faults_zero: u64,
+    /// Reads of never-written pages, served with the kernel's zero page,
+    /// write-protected: they hold no memory until their first write, which
+    /// counts in `faults_zero`.
+    #[serde(default)]
+    pub faults_zero_read: u64,
     /// Faults served from the compression cache.
     pub faults_cache: u64,
     /// Faults served from the swap file.

@@ -19,6 +19,7 @@ const FLAG_WP: u64 = 1 << 1;
 const REGISTER_MISSING: u64 = 1 << 0;
 const REGISTER_WP: u64 = 1 << 1;
 const WRITEPROTECT_WP: u64 = 1 << 0;
+const WRITEPROTECT_DONTWAKE: u64 = 1 << 1;
 /// `UFFD_FEATURE_SIGBUS`: faults raise SIGBUS in the faulting thread
 /// instead of queuing an event (Linux 4.14).
 const FEATURE_SIGBUS: u64 = 1 << 7;
@@ -316,6 +317,20 @@ impl Uffd {
                 len: len as u64,
             },
             mode: WRITEPROTECT_WP,
+        };
+        // SAFETY: UFFDIO_WRITEPROTECT with a valid struct.
+        unsafe { ioctl_writeprotect(self.raw(), &mut w) }.map(drop)
+    }
+
+    /// Lifts write protection from the range, waking the threads waiting
+    /// on it (in event mode; in SIGBUS mode nobody waits).
+    pub fn write_unprotect(&self, start: usize, len: usize) -> Result<(), Errno> {
+        let mut w = Writeprotect {
+            range: Range {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: if self.sigbus { WRITEPROTECT_DONTWAKE } else { 0 },
         };
         // SAFETY: UFFDIO_WRITEPROTECT with a valid struct.
         unsafe { ioctl_writeprotect(self.raw(), &mut w) }.map(drop)

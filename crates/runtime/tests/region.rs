@@ -218,3 +218,59 @@ fn scans_read_ahead_without_losing_a_write() {
         "read-ahead should halve the faults: {faults:?}"
     );
 }
+
+/// Reading never-written pages maps the zero page: a region sixteen times
+/// its RAM budget reads as zeros without compressing or evicting a page.
+/// Each page's first write then counts once as a first touch, and every
+/// write survives paging, in both fault modes.
+#[test]
+fn reads_of_untouched_pages_hold_no_memory_until_written() {
+    for fault_mode in [FaultMode::Signal, FaultMode::Thread] {
+        let ram = 64 * 4096;
+        let config = RuntimeConfig {
+            fault_mode,
+            ..config(ram, 0.5, "fixed")
+        };
+        let mut region = Region::new(16 * ram as usize, config).unwrap();
+        let pages = region.len() / 4096;
+        // Backwards, then forwards: faults with and without read-ahead.
+        for p in (0..pages).rev().chain(0..pages) {
+            let words: &[u64] = bytemuck::cast_slice(&region.as_mut_slice()[p * 4096..(p + 1) * 4096]);
+            assert!(words.iter().all(|&w| w == 0), "{fault_mode:?}: page {p}");
+        }
+        let read = region.stats();
+        assert_eq!(read.faults_zero, 0, "{fault_mode:?}: {read:?}");
+        assert_eq!(
+            read.pages_compressed + read.pages_swapped_raw,
+            0,
+            "{fault_mode:?}: {read:?}"
+        );
+        assert_eq!(
+            read.faults_zero_read + read.pages_zero_ahead,
+            pages as u64,
+            "{fault_mode:?}: {read:?}"
+        );
+        for round in 0..2u64 {
+            let mem = region.as_mut_slice();
+            for p in 0..pages {
+                let words: &mut [u64] = bytemuck::cast_slice_mut(&mut mem[p * 4096..(p + 1) * 4096]);
+                if round > 0 {
+                    for (i, w) in words.iter().enumerate() {
+                        assert_eq!(*w, word(p, i, round - 1), "{fault_mode:?}: page {p} word {i}");
+                    }
+                }
+                // Written from the middle, so that the first access to
+                // the page in round 0 is a write to a zero-mapped page.
+                for (i, w) in words.iter_mut().enumerate().rev() {
+                    *w = word(p, i, round);
+                }
+            }
+        }
+        let stats = region.finish().unwrap();
+        assert_eq!(
+            stats.faults_zero, pages as u64,
+            "{fault_mode:?}: one first write each: {stats:?}"
+        );
+        assert!(stats.pages_compressed > 0, "{fault_mode:?}: {stats:?}");
+    }
+}

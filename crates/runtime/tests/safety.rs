@@ -97,6 +97,12 @@ fn read_syscall_in_signal_mode_fails_cleanly_then_works_after_prefault() {
     std::fs::File::create(&path).unwrap().write_all(&data).unwrap();
     let mut region = Region::new(2 << 20, small("fixed", 0.5)).unwrap();
     assert_eq!(region.fault_mode(), FaultMode::Signal);
+    // A page only read is the zero page, write-protected: prefault must
+    // make it writable for the kernel too.
+    let last = region.len() - 4096;
+    assert_eq!(region.as_mut_slice()[last], 0);
+    region.prefault(last..region.len());
+    file_read_into_last_page(&mut region, last);
     fill(&mut region);
     let before: Vec<u8> = region.as_mut_slice()[..4096].to_vec();
     fill(&mut region); // page 0 is evicted again
@@ -111,6 +117,16 @@ fn read_syscall_in_signal_mode_fails_cleanly_then_works_after_prefault() {
     region.prefault(0..data.len());
     file.read_exact_at(&mut region.as_mut_slice()[..data.len()], 0).unwrap();
     assert!(region.as_mut_slice()[..data.len()] == data[..]);
+    std::fs::remove_file(path).unwrap();
+}
+
+fn file_read_into_last_page(region: &mut Region, last: usize) {
+    let path = std::env::temp_dir().join(format!("ccvm-read-zero-{}", std::process::id()));
+    std::fs::write(&path, [7u8; 4096]).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    file.read_exact_at(&mut region.as_mut_slice()[last..last + 4096], 0)
+        .unwrap();
+    assert!(region.as_mut_slice()[last..].iter().all(|&b| b == 7));
     std::fs::remove_file(path).unwrap();
 }
 

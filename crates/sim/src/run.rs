@@ -22,6 +22,11 @@ pub struct SimConfig {
     /// recency), which equals the live runtime's traps off for a trace it
     /// recorded (its traces hold only what faulted).
     pub trap_share: Option<f64>,
+    /// Charge each compressed page the live store's slack share as well
+    /// (`ccvm_store::charged_bytes`), as the live runtime's policy does;
+    /// off, a page costs its compressed bytes and mapping entry only, as
+    /// in paper 000's simulations.
+    pub store_slack: bool,
 }
 
 impl Default for SimConfig {
@@ -31,6 +36,7 @@ impl Default for SimConfig {
             disk_write_ns: 0.0,
             cpu_factor: 1.0,
             trap_share: None,
+            store_slack: false,
         }
     }
 }
@@ -158,7 +164,12 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                         traps.evicted(v as u64);
                     }
                     // Follow-up spills join the end of the same list.
-                    policy.compressed(v as u64, bytes + ENTRY_BYTES as u64, &mut actions);
+                    let charge = if config.store_slack {
+                        ccvm_store::charged_bytes(bytes as usize)
+                    } else {
+                        bytes + ENTRY_BYTES as u64
+                    };
+                    policy.compressed(v as u64, charge, &mut actions);
                 }
                 Action::Spill(v) => {
                     let v = v as usize;

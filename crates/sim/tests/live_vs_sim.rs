@@ -3,11 +3,11 @@
 //! faults.
 //!
 //! Tolerance, 2% of each count: the policy, its budget and its inputs are
-//! the same, but the live store charges its real memory (chunk slack,
-//! fragmentation) against a limit with a reserve above the policy's share
-//! (`RuntimeConfig::store_reserve`); when even that refuses a page, the
-//! runtime spills one more page than the policy alone would, which the
-//! simulator, charging compressed size plus bookkeeping only, does not.
+//! the same, and both charge each compressed page its share of the store's
+//! slack (`ccvm_store::charged_bytes`), but the live store's real memory
+//! (chunk slack, fragmentation) may exceed that share; when the RAM budget
+//! then calls for it, the runtime evicts one more page than the policy
+//! alone would, which the simulator does not.
 
 use ccvm_policy::{Costs, Params};
 use ccvm_runtime::{Region, RuntimeConfig, TraceConfig};
@@ -82,6 +82,7 @@ fn live_and_simulated_fault_counts_agree() {
             let mut p = ccvm_policy::by_name(policy, budget, params).unwrap();
             let sim_config = SimConfig {
                 trap_share: model,
+                store_slack: true,
                 ..SimConfig::default()
             };
             let sim = simulate(&trace, &codec, p.as_mut(), &sim_config);

@@ -21,4 +21,7 @@ pub mod alloc;
 pub mod chunks;
 mod store;
 
-pub use store::{encode, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES};
+pub use store::{
+    charged_bytes, encode, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES,
+    SLACK_DIVISOR,
+};

@@ -73,7 +73,7 @@ impl Pager {
                 PageState::Pending | PageState::Trapped => {
                     fatal(format!("page {page} was not settled before the fork"))
                 }
-                PageState::Untouched | PageState::Resident => continue,
+                PageState::Untouched | PageState::Zero | PageState::Resident => continue,
             }
             self.state[page] = PageState::Resident;
             written += 1;
