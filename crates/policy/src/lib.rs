@@ -115,6 +115,15 @@ pub trait Policy: Send {
 
     /// The most uncompressed pages the policy may ever keep.
     fn uncompressed_limit(&self) -> usize;
+
+    /// What the codec work just done took, ns, when the mechanism measured
+    /// it: `compressions` compressions and `decompressions` decompressions
+    /// since the last call (the simulator knows each page's times). A
+    /// policy that keeps a ledger of its own cost (`adaptive-safe`) pays
+    /// this instead of its estimate; the default ignores it.
+    fn codec_time(&mut self, compressions: u32, decompressions: u32, ns: f64) {
+        let _ = (compressions, decompressions, ns);
+    }
 }
 
 /// What the policies are made with besides the budget.

@@ -109,6 +109,8 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
             next_image += 1;
         }
         let p = page as usize;
+        // Codec work this reference causes, told to the policy as paid.
+        let (mut compressions, mut decompressions, mut paid) = (0u32, 0u32, 0u64);
         let from = match at[p] {
             Where::New => {
                 r.zero_faults += 1;
@@ -127,13 +129,15 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
             Where::Compressed(id) => {
                 r.cache_hits += 1;
                 r.decompressions += 1;
-                codec_ns += costs.decompress_ns.get(id as usize).copied().unwrap_or(0) as u64;
+                decompressions += 1;
+                paid += costs.decompress_ns.get(id as usize).copied().unwrap_or(0) as u64;
                 Level::Compressed
             }
             Where::DiskCompressed(id) => {
                 r.disk_faults += 1;
                 r.decompressions += 1;
-                codec_ns += costs.decompress_ns[id as usize] as u64;
+                decompressions += 1;
+                paid += costs.decompress_ns[id as usize] as u64;
                 Level::Disk
             }
             Where::DiskRaw => {
@@ -155,10 +159,11 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                     let (bytes, id) = if id == u32::MAX {
                         (4096, u32::MAX)
                     } else {
-                        codec_ns += costs.compress_ns[id as usize] as u64;
+                        paid += costs.compress_ns[id as usize] as u64;
                         (costs.size[id as usize] as u64, id)
                     };
                     r.compressions += 1;
+                    compressions += 1;
                     at[v] = Where::Compressed(id);
                     if let Some(traps) = &mut traps {
                         traps.evicted(v as u64);
@@ -190,6 +195,10 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
             i += 1;
         }
         actions.clear();
+        if compressions + decompressions > 0 {
+            codec_ns += paid;
+            policy.codec_time(compressions, decompressions, paid as f64 * config.cpu_factor);
+        }
         if let Some(traps) = &mut traps {
             traps.rebalance(&mut to_trap);
             to_trap.clear();
