@@ -378,11 +378,7 @@ impl Pager {
                 // is then refused), or dropped by the program itself
                 // (`MADV_DONTNEED`), which leaves zeros.
                 self.stats.faults_repeat += 1;
-                match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
-                    Ok(()) => {}
-                    Err(nix::errno::Errno::EEXIST) => self.wake(page),
-                    Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
-                }
+                self.map_zero_page(page);
                 return;
             }
             PageState::Pending => {
@@ -478,27 +474,28 @@ impl Pager {
                 self.target_bytes(Target::Frame(slot)).fill(0);
                 self.map_page(page, Target::Frame(slot));
             }
-            Target::Buffer => match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
-                Ok(()) => {}
-                Err(nix::errno::Errno::EEXIST) => self.wake(page),
-                Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
-            },
+            Target::Buffer => self.map_zero_page(page),
         }
     }
 
     /// Maps never-touched (or only read) page `page` as the zero page,
     /// write-protected so that its first write faults.
     fn map_zero_read(&mut self, page: usize) {
-        let addr = self.addr(page);
-        match self.uffd.zeropage(addr, PAGE_SIZE) {
+        self.map_zero_page(page);
+        if let Err(e) = self.uffd.write_protect(self.addr(page), PAGE_SIZE) {
+            fatal(format!("userfaultfd write-protect: {e}"));
+        }
+        self.state[page] = PageState::Zero;
+    }
+
+    /// Maps the kernel's zero page at `page`; if something is mapped there
+    /// already (another thread's fault won), only wakes its waiters.
+    fn map_zero_page(&self, page: usize) {
+        match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
             Ok(()) => {}
             Err(nix::errno::Errno::EEXIST) => self.wake(page),
             Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
         }
-        if let Err(e) = self.uffd.write_protect(addr, PAGE_SIZE) {
-            fatal(format!("userfaultfd write-protect: {e}"));
-        }
-        self.state[page] = PageState::Zero;
     }
 
     /// Decompresses cached page `page` into a spare frame (or the buffer)

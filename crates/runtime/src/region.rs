@@ -261,6 +261,7 @@ impl Region {
             range.start <= range.end && range.end <= self.len,
             "{range:?} is outside the region"
         );
+        use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
         let first = range.start / PAGE_SIZE * PAGE_SIZE;
         for offset in (first..range.end).step_by(PAGE_SIZE) {
             // SAFETY: inside the mapping, and an atomic byte is valid for
@@ -268,14 +269,9 @@ impl Region {
             // that a concurrent writer loses nothing) because a read may
             // map the zero page write-protected, and a kernel write into
             // that fails in SIGBUS mode.
-            let byte = unsafe { &*self.base.as_ptr().add(offset).cast::<std::sync::atomic::AtomicU8>() };
-            let v = byte.load(std::sync::atomic::Ordering::Relaxed);
-            let _ = byte.compare_exchange(
-                v,
-                v,
-                std::sync::atomic::Ordering::Relaxed,
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            let byte = unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU8>() };
+            let v = byte.load(Relaxed);
+            let _ = byte.compare_exchange(v, v, Relaxed, Relaxed);
         }
     }
 

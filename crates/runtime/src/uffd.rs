@@ -311,26 +311,22 @@ impl Uffd {
 
     /// Write-protects the range, without waking anyone.
     pub fn write_protect(&self, start: usize, len: usize) -> Result<(), Errno> {
-        let mut w = Writeprotect {
-            range: Range {
-                start: start as u64,
-                len: len as u64,
-            },
-            mode: WRITEPROTECT_WP,
-        };
-        // SAFETY: UFFDIO_WRITEPROTECT with a valid struct.
-        unsafe { ioctl_writeprotect(self.raw(), &mut w) }.map(drop)
+        self.writeprotect(start, len, WRITEPROTECT_WP)
     }
 
     /// Lifts write protection from the range, waking the threads waiting
     /// on it (in event mode; in SIGBUS mode nobody waits).
     pub fn write_unprotect(&self, start: usize, len: usize) -> Result<(), Errno> {
+        self.writeprotect(start, len, if self.sigbus { WRITEPROTECT_DONTWAKE } else { 0 })
+    }
+
+    fn writeprotect(&self, start: usize, len: usize, mode: u64) -> Result<(), Errno> {
         let mut w = Writeprotect {
             range: Range {
                 start: start as u64,
                 len: len as u64,
             },
-            mode: if self.sigbus { WRITEPROTECT_DONTWAKE } else { 0 },
+            mode,
         };
         // SAFETY: UFFDIO_WRITEPROTECT with a valid struct.
         unsafe { ioctl_writeprotect(self.raw(), &mut w) }.map(drop)
