@@ -16,13 +16,17 @@
 //! * Evictions run after the page is mapped, so fault service time leaves
 //!   them out. In event mode the faulting thread runs meanwhile; in SIGBUS
 //!   mode it does them itself before retrying its access.
-//! * A read of a never-touched page maps the kernel's shared zero page,
-//!   write-protected (state `Zero`), as the kernel itself does for anonymous
-//!   memory: a program that reads more than it writes (an open-addressing
-//!   table probing empty slots, a sparse array) holds no memory for those
-//!   pages, and they are not in the policy's recency order, since there is
-//!   nothing to evict. Its first write takes a write-protect fault, counted
-//!   as the page's first touch; lifting the protection lets the kernel
+//! * A read of a never-touched page that continues no run of faults maps
+//!   the kernel's shared zero page, write-protected (state `Zero`), as the
+//!   kernel itself does for anonymous memory: a program that reads more
+//!   than it writes (an open-addressing table probing empty slots, a sparse
+//!   array) holds no memory for those pages, and they are not in the
+//!   policy's recency order, since there is nothing to evict. A read that
+//!   continues a run is taken for a scan that will write what it reads
+//!   (`a[i] += x` over fresh memory): it gets writable zeros and read-ahead,
+//!   as a first write does, instead of a second fault per page. A `Zero`
+//!   page's first write takes a write-protect fault, counted as the
+//!   page's first touch; lifting the protection lets the kernel
 //!   replace the zero page on the retried write. A thread that writes
 //!   between the two ioctls that map and protect the zero page gets its own
 //!   page uncounted until its next write faults; nothing is lost, since a
@@ -372,6 +376,8 @@ impl Pager {
         // before this page's state is read: a spill may be of this page.
         self.collect_finished();
         self.run_actions();
+        // Set where the run detector has already seen this fault.
+        let mut window = None;
         let from = match self.state[page] {
             PageState::Resident => {
                 // Mapped by another thread's fault meanwhile (the zero page
@@ -397,16 +403,19 @@ impl Pager {
                 Level::Uncompressed
             }
             PageState::Untouched | PageState::Zero if !write && self.zero_reads => {
-                self.map_zero_read(page);
-                self.stats.faults_zero_read += 1;
-                let window = self.streams.fault(page);
-                for next in page + 1..=(page + window).min(self.state.len() - 1) {
-                    if matches!(self.state[next], PageState::Untouched) {
-                        self.map_zero_read(next);
-                        self.stats.pages_zero_ahead += 1;
-                    }
+                let w = self.streams.fault(page);
+                if w == 0 {
+                    self.map_zero_read(page);
+                    self.stats.faults_zero_read += 1;
+                    return;
                 }
-                return;
+                // A read continuing a run is a scan, which as often as
+                // not writes what it reads: zeros it can write, and the
+                // next pages read ahead, as for a first write.
+                window = Some(w);
+                self.map_zeros(page);
+                self.stats.faults_zero += 1;
+                Level::New
             }
             PageState::Zero => {
                 // The first write to a page only read so far: the retried
@@ -458,7 +467,7 @@ impl Pager {
         self.policy.touch(page as u64, from, &mut self.actions);
         self.after_touch();
         if matches!(from, Level::Compressed | Level::New) {
-            let window = self.streams.fault(page);
+            let window = window.unwrap_or_else(|| self.streams.fault(page));
             if window > 0 {
                 self.read_ahead_after(page, window, from);
             }
