@@ -133,7 +133,7 @@ fn measure(allocator: &str, chunk: usize, codec: &str, pages: &[&[u8]]) -> anyho
         chunk_size: chunk,
         ..StoreConfig::default()
     };
-    let store = Store::new(config).map_err(anyhow::Error::msg)?;
+    let store = Store::new(config)?;
     let mut put_ns = Vec::with_capacity(2 * pages.len());
     let mut get_ns = Vec::with_capacity(pages.len());
     let put = |n: u64, page: &[u8], put_ns: &mut Vec<u64>| -> anyhow::Result<()> {
@@ -204,7 +204,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
             chunk_size: chunk,
             ..StoreConfig::default()
         };
-        Store::new(config).map_err(anyhow::Error::msg)?;
+        Store::new(config)?;
     }
     let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
     let files = ccvm_corpus::load_dir(&dir)?;

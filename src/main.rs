@@ -142,8 +142,8 @@ struct SweepArgs {
     /// Codec of the cache (repeatable).
     #[arg(long = "codec", value_name = "NAME", default_values_t = ["wkdm".to_string(), "lz4".to_string()])]
     codecs: Vec<String>,
-    /// Policy to simulate besides LRU (repeatable).
-    #[arg(long = "policy", value_name = "NAME", default_values_t = ["adaptive", "fixed10", "fixed23", "fixed37", "fixed50", "zswap", "douglis"].map(String::from))]
+    /// Policy to simulate besides LRU (repeatable; see `ccvm run --help`).
+    #[arg(long = "policy", value_name = "NAME", value_parser = ccvm_policy::parse_name, default_values_t = ["adaptive", "fixed10", "fixed23", "fixed37", "fixed50", "zswap", "douglis"].map(String::from))]
     policies: Vec<String>,
     /// Memory sizes per trace, log-spaced (plus the interesting region's ends).
     #[arg(long, default_value_t = 16)]
@@ -208,9 +208,7 @@ struct RunArgs {
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
     #[arg(long, default_value_t = 0.5)]
     uncompressed_share: f64,
-    /// Policy: adaptive (paper 000 §3: sizes the cache online by cost and benefit), fixed (the split above), none
-    /// (no compression cache), adaptive-fine, zswap, douglis or fixedN (N% compressed).
-    #[arg(long, default_value = "adaptive")]
+    #[arg(long, default_value = "adaptive", value_parser = ccvm_policy::parse_name, help = ccvm_policy::help())]
     policy: String,
     /// Cost of a disk fault for the adaptive policy (plus --disk-latency).
     #[arg(long, value_parser = live::parse_duration, default_value = "100us")]
@@ -272,8 +270,8 @@ struct ExecArgs {
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
     #[arg(long, default_value_t = 0.5)]
     uncompressed_share: f64,
-    /// Policy: adaptive, fixed, none, adaptive-fine, zswap, douglis or fixedN (see `ccvm run --help`).
-    #[arg(long, default_value = "adaptive")]
+    /// Policy (see `ccvm run --help`).
+    #[arg(long, default_value = "adaptive", value_parser = ccvm_policy::parse_name)]
     policy: String,
     /// Codec of the compression cache (see `ccvm codecs`).
     #[arg(long, default_value = "hybrid")]
@@ -440,13 +438,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     args.uncompressed_share
                 );
             }
-            if !ccvm_policy::is_known(&args.policy) {
-                anyhow::bail!(
-                    "unknown policy '{}'; known: {}, fixedN (N% compressed)",
-                    args.policy,
-                    ccvm_policy::NAMES.join(", ")
-                );
-            }
             ccvm_codec::by_name(&args.codec).map_err(anyhow::Error::msg)?;
             let settings = ccvm_runtime::ExecSettings {
                 ram_bytes: args.ram,
@@ -495,14 +486,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             if !(a.write_ms.is_finite() && a.write_ms >= 0.0) {
                 anyhow::bail!("--write-ms must be zero or more, got {}", a.write_ms);
-            }
-            for p in &a.policies {
-                if !ccvm_policy::is_known(p) {
-                    anyhow::bail!(
-                        "unknown policy '{p}'; known: {}, fixedN (N% compressed)",
-                        ccvm_policy::NAMES.join(", ")
-                    );
-                }
             }
             for c in &a.codecs {
                 ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;

@@ -25,8 +25,9 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-/// Size of one page in a corpus file.
-pub const PAGE_SIZE: usize = 4096;
+/// Size of one page in a corpus file: ccvm's page (the one definition is
+/// the codec crate's).
+pub use ccvm_codec::PAGE_SIZE;
 
 /// Why a corpus could not be loaded.
 #[derive(Debug, Error)]

@@ -135,27 +135,83 @@ pub struct Params {
     pub costs: Costs,
 }
 
-/// The policies by name, made for a budget.
+/// A policy's name, what it does, and how to make one: the table
+/// [`by_name`], [`is_known`] and the command line's help read.
+pub struct PolicyInfo {
+    /// The name [`by_name`] accepts.
+    pub name: &'static str,
+    /// One line: what the policy does.
+    pub about: &'static str,
+    /// Makes one for a budget.
+    pub make: fn(Budget, Params) -> Box<dyn Policy>,
+}
+
+/// Every named policy. `fixedN` (a fixed split with N% compressed, N from 0
+/// to 100) is accepted besides.
+pub const POLICIES: &[PolicyInfo] = &[
+    PolicyInfo {
+        name: "adaptive",
+        about: "paper 000 §3: sizes the cache online by cost and benefit over the recency order",
+        make: |b, p| Box::new(Adaptive::new(b, p.costs)),
+    },
+    PolicyInfo {
+        name: "adaptive-fine",
+        about: "adaptive with 3% and 6% added to the paper's targets",
+        make: |b, p| Box::new(Adaptive::with_targets(b, p.costs, &FINE_TARGETS)),
+    },
+    PolicyInfo {
+        name: "adaptive-safe",
+        about: "adaptive guarded to stay within 2% of plain LRU's paging cost, writing pages raw at 0%",
+        make: |b, p| Box::new(Adaptive::new(b, p.costs).with_allowance(SAFE_ALLOWANCE)),
+    },
+    PolicyInfo {
+        name: "fixed",
+        about: "a fixed split: the uncompressed share of memory given, the rest compressed",
+        make: |b, p| Box::new(FixedSplit::new(b, p.uncompressed_share)),
+    },
+    PolicyInfo {
+        name: "none",
+        about: "no compression cache, every page evicted goes to disk uncompressed: the baseline",
+        make: |b, _| Box::new(FixedSplit::new(b, 1.0)),
+    },
+    PolicyInfo {
+        name: "zswap",
+        about: "every evicted page compressed into a pool capped at 20% of memory, as zswap's max_pool_percent",
+        make: |b, _| Box::new(Pool::zswap(b, 20)),
+    },
+    PolicyInfo {
+        name: "douglis",
+        about: "Douglis's compression cache: the levels compete by recency with a bias of 2",
+        make: |b, _| Box::new(Pool::douglis(b, 2.0)),
+    },
+];
+
+/// A policy name neither [`POLICIES`] nor `fixedN` knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy '{0}'; known: {known}, fixedN (N% compressed)", known = names().join(", "))]
+pub struct UnknownPolicy(pub String);
+
+/// The policy called `name`, made for a budget.
 ///
 /// # Errors
 ///
-/// An unknown name, with the known ones.
-pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Policy>, String> {
-    match name {
-        "fixed" => Ok(Box::new(FixedSplit::new(budget, params.uncompressed_share))),
-        "none" => Ok(Box::new(FixedSplit::new(budget, 1.0))),
-        "adaptive" => Ok(Box::new(Adaptive::new(budget, params.costs))),
-        "adaptive-fine" => Ok(Box::new(Adaptive::with_targets(budget, params.costs, &FINE_TARGETS))),
-        "adaptive-safe" => Ok(Box::new(
-            Adaptive::new(budget, params.costs).with_allowance(SAFE_ALLOWANCE),
-        )),
-        "zswap" => Ok(Box::new(Pool::zswap(budget, 20))),
-        "douglis" => Ok(Box::new(Pool::douglis(budget, 2.0))),
-        _ if fixed_percent(name).is_some() => {
-            let c = fixed_percent(name).expect("checked") as f64 / 100.0;
-            Ok(Box::new(FixedSplit::new(budget, 1.0 - c)))
-        }
-        _ => Err(format!("unknown policy '{name}'; known: {}, fixedN", NAMES.join(", "))),
+/// [`UnknownPolicy`], whose message lists the known names.
+///
+/// ```
+/// use ccvm_policy::{Budget, Costs, Params};
+/// let budget = Budget { ram_bytes: 1 << 20, page_size: 4096 };
+/// let costs = Costs { disk_ns: 5e6, codec_ns: 1e5, compress_share: 0.5 };
+/// let params = Params { uncompressed_share: 0.5, costs };
+/// assert_eq!(ccvm_policy::by_name("fixed23", budget, params).unwrap().name(), "fixed");
+/// assert!(ccvm_policy::by_name("lfu", budget, params).is_err());
+/// ```
+pub fn by_name(name: &str, budget: Budget, params: Params) -> Result<Box<dyn Policy>, UnknownPolicy> {
+    if let Some(info) = POLICIES.iter().find(|p| p.name == name) {
+        return Ok((info.make)(budget, params));
+    }
+    match fixed_percent(name) {
+        Some(n) => Ok(Box::new(FixedSplit::new(budget, 1.0 - f64::from(n) / 100.0))),
+        None => Err(UnknownPolicy(name.into())),
     }
 }
 
@@ -165,27 +221,35 @@ fn fixed_percent(name: &str) -> Option<u32> {
     name.strip_prefix("fixed")?.parse().ok().filter(|&n| n <= 100)
 }
 
-/// Whether [`by_name`] knows `name` (one of [`NAMES`], or `fixedN`).
+/// Whether [`by_name`] knows `name` (one of [`POLICIES`], or `fixedN`).
 pub fn is_known(name: &str) -> bool {
-    NAMES.contains(&name) || fixed_percent(name).is_some()
+    POLICIES.iter().any(|p| p.name == name) || fixed_percent(name).is_some()
 }
 
-/// Names [`by_name`] accepts, besides `fixedN` (N% compressed).
-/// `none` keeps no compression cache: every page evicted goes to disk
-/// uncompressed (the baseline).
-/// `adaptive` is paper 000 §3's cost/benefit sizing over the paper's
-/// targets, `adaptive-fine` the same with 3% and 6% added, `adaptive-safe`
-/// the paper's targets guarded to stay within 2% of plain LRU's paging cost
-/// (and writing pages raw at 0%); `zswap` compresses
-/// every evicted page into a pool capped at 20% of memory (zswap's default
-/// `max_pool_percent`); `douglis` lets the caches compete by recency with a
-/// bias of 2.
-pub const NAMES: &[&str] = &[
-    "fixed",
-    "none",
-    "adaptive",
-    "adaptive-fine",
-    "adaptive-safe",
-    "zswap",
-    "douglis",
-];
+/// `name` if [`by_name`] knows it: a command line's value parser.
+///
+/// # Errors
+///
+/// [`UnknownPolicy`].
+pub fn parse_name(name: &str) -> Result<String, UnknownPolicy> {
+    if is_known(name) {
+        Ok(name.into())
+    } else {
+        Err(UnknownPolicy(name.into()))
+    }
+}
+
+/// The names of [`POLICIES`], in order.
+pub fn names() -> Vec<&'static str> {
+    POLICIES.iter().map(|p| p.name).collect()
+}
+
+/// One paragraph for a command line's help: each policy and what it does.
+pub fn help() -> String {
+    let mut s = String::from("Policy.");
+    for p in POLICIES {
+        s.push_str(&format!(" {}: {}.", p.name, p.about));
+    }
+    s.push_str(" fixedN: a fixed split with N% of memory compressed.");
+    s
+}

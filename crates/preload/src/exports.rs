@@ -19,7 +19,7 @@ extern "C" {
     pub(crate) fn __libc_free(ptr: *mut c_void);
 }
 
-const PAGE: usize = 4096;
+const PAGE: usize = ccvm_runtime::PAGE_SIZE;
 
 fn set_errno(e: c_int) {
     // SAFETY: the calling thread's errno.

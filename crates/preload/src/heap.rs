@@ -139,6 +139,7 @@ impl Heap {
         // SAFETY: the block has `align` bytes before the user's part, the
         // last 16 of them for the header.
         let user = unsafe { block.add(align) };
+        // SAFETY: the header's 16 bytes lie in the block, before `user`.
         unsafe { user.sub(HEADER).cast::<Header>().write(Header { size, align }) };
         let end = user as usize + size;
         if zero {
@@ -185,7 +186,9 @@ impl Heap {
             let layout = Layout::from_size_align(size.checked_add(HEADER)?, HEADER).ok()?;
             // SAFETY: a block of this pool with this alignment.
             let block = unsafe { self.pool.reallocate(NonNull::new_unchecked(user.sub(HEADER)), layout)? };
+            // SAFETY: the new block is at least `HEADER + size` long.
             let user = unsafe { block.as_ptr().add(HEADER) };
+            // SAFETY: the header lies in the block, before `user`.
             unsafe { Self::header(user).write(Header { size, align }) };
             self.in_use = self.in_use - old + size;
             self.peak = self.peak.max(self.in_use);
@@ -195,6 +198,7 @@ impl Heap {
         let new = self.alloc(size, align, false)?;
         // SAFETY: two distinct blocks, each at least this long.
         unsafe { std::ptr::copy_nonoverlapping(user, new, old.min(size)) };
+        // SAFETY: `user` came from this heap and is not used again.
         unsafe { self.free(user) };
         Some(new)
     }

@@ -57,8 +57,10 @@ struct LibcAlloc;
 unsafe impl std::alloc::GlobalAlloc for LibcAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         let p = if layout.align() <= 16 {
+            // SAFETY: the C library's malloc, whose blocks are 16-aligned.
             unsafe { exports::__libc_malloc(layout.size()) }
         } else {
+            // SAFETY: the C library's memalign, for larger alignments.
             unsafe { exports::__libc_memalign(layout.align(), layout.size()) }
         };
         p.cast()
@@ -67,16 +69,20 @@ unsafe impl std::alloc::GlobalAlloc for LibcAlloc {
         // calloc, not malloc and a memset: large blocks come zeroed from
         // the kernel, untouched (the pager's per-page tables).
         if layout.align() <= 16 {
+            // SAFETY: the C library's calloc, whose blocks are 16-aligned.
             unsafe { exports::__libc_calloc(1, layout.size()).cast() }
         } else {
+            // SAFETY: the caller's layout, passed on.
             let p = unsafe { self.alloc(layout) };
             if !p.is_null() {
+                // SAFETY: a fresh block of `layout.size()` bytes.
                 unsafe { p.write_bytes(0, layout.size()) };
             }
             p
         }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, _layout: std::alloc::Layout) {
+        // SAFETY: `ptr` came from the C library's allocator above.
         unsafe { exports::__libc_free(ptr.cast()) }
     }
 }

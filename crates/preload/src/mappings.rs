@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-const PAGE: usize = 4096;
+const PAGE: usize = ccvm_runtime::PAGE_SIZE;
 
 /// One mapping's pages.
 pub struct Mapping {

@@ -18,7 +18,7 @@ impl AlignedBuf {
     ///
     /// If `len` is 0 or the allocation fails.
     pub fn new(len: usize) -> Self {
-        let layout = Layout::from_size_align(len, 4096).expect("a sane buffer size");
+        let layout = Layout::from_size_align(len, ccvm_codec::PAGE_SIZE).expect("a sane buffer size");
         assert!(len > 0, "an empty aligned buffer");
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };

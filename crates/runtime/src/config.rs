@@ -46,7 +46,7 @@ pub struct RuntimeConfig {
     pub ram_bytes: u64,
     /// Share of `ram_bytes` for uncompressed pages (fixed policy).
     pub uncompressed_share: f64,
-    /// Policy name (see `ccvm_policy::NAMES`).
+    /// Policy name (see `ccvm_policy::POLICIES`).
     pub policy: String,
     /// Codec of the compression cache (see `ccvm_codec::names`).
     pub codec: String,
@@ -119,21 +119,25 @@ impl RuntimeConfig {
     /// RAM held back from the policy for the store: the chunk it holds
     /// partly filled and the one it requests ahead of need (two 16 KiB
     /// chunks). The store's slack beyond that grows with what it holds, and
-    /// is charged per compressed page ([`ccvm_store::charged_bytes`]), so a
+    /// is charged per compressed page ([`CHARGE`](crate::CHARGE)), so a
     /// program whose pages all fit uncompressed has the whole RAM for them,
     /// as under the kernel's own paging. A reserve of 1/32 of the RAM, held
     /// whether the cache was used or not, made hashindex (35,597 pages
     /// touched) fault 880,000 times at `--ram 140M`, where the kernel's
     /// cgroup held it without swapping.
     pub fn store_reserve(&self) -> u64 {
-        2 * 16 * 1024
+        2 * Self::STORE_CHUNK as u64
     }
+
+    /// Bytes of each chunk the compression cache's store takes: small, so
+    /// that a cache that holds little takes little.
+    pub const STORE_CHUNK: usize = 16 * 1024;
 
     /// The budget the policy manages: the RAM less the store's reserve.
     pub fn policy_budget(&self) -> ccvm_policy::Budget {
         ccvm_policy::Budget {
             ram_bytes: self.ram_bytes.saturating_sub(self.store_reserve()),
-            page_size: 4096,
+            page_size: ccvm_codec::PAGE_SIZE as u64,
         }
     }
 }
@@ -155,18 +159,19 @@ pub struct TraceConfig {
 /// Why a region could not be made or finished.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// userfaultfd is not usable by this process.
-    #[error(
-        "userfaultfd is not available ({0}): run as root, or `sysctl vm.unprivileged_userfaultfd=1`, \
-         or give this user read-write access to /dev/userfaultfd"
-    )]
-    NoUserfaultfd(String),
+    /// userfaultfd is not usable by this process, or lacks what the fault
+    /// mode needs.
+    #[error(transparent)]
+    Userfaultfd(#[from] crate::uffd::UffdError),
     /// The kernel lacks a needed userfaultfd feature.
     #[error("this kernel lacks {0}; ccvm needs Linux 5.7 or later")]
     KernelTooOld(&'static str),
     /// A setting is wrong.
     #[error("{0}")]
     Config(String),
+    /// No policy has that name.
+    #[error(transparent)]
+    Policy(#[from] ccvm_policy::UnknownPolicy),
     /// The swap file failed.
     #[error(transparent)]
     Swap(#[from] crate::swap::SwapError),

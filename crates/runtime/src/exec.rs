@@ -35,7 +35,7 @@ pub struct ExecSettings {
     /// Address space reserved for the heap; what the program allocates
     /// beyond it comes from the C library's own malloc, unpaged.
     pub heap_bytes: u64,
-    /// Policy name (see `ccvm_policy::NAMES`).
+    /// Policy name (see `ccvm_policy::POLICIES`).
     pub policy: String,
     /// Codec name (see `ccvm_codec::names`).
     pub codec: String,

@@ -56,7 +56,8 @@ pub struct CcvmStats {
 #[no_mangle]
 pub unsafe extern "C" fn ccvm_config_default(config: *mut CcvmConfig) {
     let d = RuntimeConfig::default();
-    if let Some(c) = config.as_mut() {
+    // SAFETY: null or a writable `ccvm_config`, as the caller guarantees.
+    if let Some(c) = unsafe { config.as_mut() } {
         *c = CcvmConfig {
             ram_bytes: d.ram_bytes,
             uncompressed_share: d.uncompressed_share,
@@ -74,15 +75,20 @@ unsafe fn report(msg: &str, err: *mut c_char, err_len: usize) {
         return;
     }
     let n = msg.len().min(err_len - 1);
-    std::ptr::copy_nonoverlapping(msg.as_ptr(), err.cast::<u8>(), n);
-    *err.add(n) = 0;
+    // SAFETY: `err` is writable for `err_len` bytes (the caller's promise)
+    // and `n + 1 <= err_len`; `msg` cannot overlap the caller's buffer.
+    unsafe {
+        std::ptr::copy_nonoverlapping(msg.as_ptr(), err.cast::<u8>(), n);
+        *err.add(n) = 0;
+    }
 }
 
 unsafe fn text(p: *const c_char, what: &str) -> Result<Option<String>, String> {
     if p.is_null() {
         return Ok(None);
     }
-    CStr::from_ptr(p)
+    // SAFETY: a non-null string is NUL-terminated (the caller's promise).
+    unsafe { CStr::from_ptr(p) }
         .to_str()
         .map(|s| Some(s.to_owned()))
         .map_err(|_| format!("{what} is not UTF-8"))
@@ -90,12 +96,21 @@ unsafe fn text(p: *const c_char, what: &str) -> Result<Option<String>, String> {
 
 unsafe fn config_from(c: &CcvmConfig) -> Result<RuntimeConfig, String> {
     let d = RuntimeConfig::default();
+    // SAFETY: the config's strings are null or NUL-terminated (the
+    // caller's promise, passed on).
+    let (policy, codec, swap_dir) = unsafe {
+        (
+            text(c.policy, "policy")?,
+            text(c.codec, "codec")?,
+            text(c.swap_dir, "swap_dir")?,
+        )
+    };
     Ok(RuntimeConfig {
         ram_bytes: c.ram_bytes,
         uncompressed_share: c.uncompressed_share,
-        policy: text(c.policy, "policy")?.unwrap_or(d.policy.clone()),
-        codec: text(c.codec, "codec")?.unwrap_or(d.codec.clone()),
-        swap_dir: text(c.swap_dir, "swap_dir")?.map(Into::into),
+        policy: policy.unwrap_or(d.policy.clone()),
+        codec: codec.unwrap_or(d.codec.clone()),
+        swap_dir: swap_dir.map(Into::into),
         disk_latency: Duration::from_nanos(c.disk_latency_ns),
         ..d
     })
@@ -114,19 +129,24 @@ pub unsafe extern "C" fn ccvm_region_new(
     err: *mut c_char,
     err_len: usize,
 ) -> *mut Region {
-    let config = match config.as_ref() {
-        Some(c) => config_from(c),
+    // SAFETY: null or a valid `ccvm_config` whose strings are null or
+    // NUL-terminated, as the caller guarantees.
+    let config = match unsafe { config.as_ref() } {
+        // SAFETY: as above.
+        Some(c) => unsafe { config_from(c) },
         None => Ok(RuntimeConfig::default()),
     };
     let made = std::panic::catch_unwind(|| config.and_then(|c| Region::new(bytes, c).map_err(|e| e.to_string())));
     match made {
         Ok(Ok(region)) => Box::into_raw(Box::new(region)),
         Ok(Err(msg)) => {
-            report(&msg, err, err_len);
+            // SAFETY: `err` is null or writable for `err_len` bytes.
+            unsafe { report(&msg, err, err_len) };
             std::ptr::null_mut()
         }
         Err(_) => {
-            report("internal error while making the region", err, err_len);
+            // SAFETY: as above.
+            unsafe { report("internal error while making the region", err, err_len) };
             std::ptr::null_mut()
         }
     }
@@ -139,7 +159,8 @@ pub unsafe extern "C" fn ccvm_region_new(
 /// `region` is null or from [`ccvm_region_new`] and not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn ccvm_region_base(region: *const Region) -> *mut c_void {
-    region.as_ref().map_or(std::ptr::null_mut(), |r| r.as_ptr().cast())
+    // SAFETY: null or a live region, as the caller guarantees.
+    unsafe { region.as_ref() }.map_or(std::ptr::null_mut(), |r| r.as_ptr().cast())
 }
 
 /// The region's length in bytes (0 for a null region).
@@ -149,7 +170,8 @@ pub unsafe extern "C" fn ccvm_region_base(region: *const Region) -> *mut c_void 
 /// As [`ccvm_region_base`].
 #[no_mangle]
 pub unsafe extern "C" fn ccvm_region_len(region: *const Region) -> usize {
-    region.as_ref().map_or(0, Region::len)
+    // SAFETY: null or a live region, as the caller guarantees.
+    unsafe { region.as_ref() }.map_or(0, Region::len)
 }
 
 /// Copies the region's counters into `out`.
@@ -159,7 +181,9 @@ pub unsafe extern "C" fn ccvm_region_len(region: *const Region) -> usize {
 /// As [`ccvm_region_base`]; `out` is null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ccvm_region_stats(region: *const Region, out: *mut CcvmStats) {
-    let (Some(r), Some(out)) = (region.as_ref(), out.as_mut()) else {
+    // SAFETY: null or a live region, and null or a writable `ccvm_stats`,
+    // as the caller guarantees.
+    let (Some(r), Some(out)) = (unsafe { region.as_ref() }, unsafe { out.as_mut() }) else {
         return;
     };
     let s = r.stats();
@@ -185,6 +209,7 @@ pub unsafe extern "C" fn ccvm_region_stats(region: *const Region, out: *mut Ccvm
 #[no_mangle]
 pub unsafe extern "C" fn ccvm_region_free(region: *mut Region) {
     if !region.is_null() {
-        drop(Box::from_raw(region));
+        // SAFETY: from `ccvm_region_new`'s Box and not yet freed.
+        drop(unsafe { Box::from_raw(region) });
     }
 }

@@ -44,7 +44,7 @@
 //!   RAM budget. The policy manages the RAM less two chunks
 //!   ([`RuntimeConfig::store_reserve`]) and charges each compressed page
 //!   an eighth more than its bytes for the store's slack
-//!   ([`ccvm_store::charged_bytes`]), so that an empty cache costs nothing;
+//!   ([`CHARGE`]), so that an empty cache costs nothing;
 //!   the runtime evicts further if slack ever pushes the sum over. While a fault is served one page
 //!   more may be resident, until its evictions run.
 //! * The swap file (`swap` module) and the fault handler (`pager` module)
@@ -68,6 +68,8 @@ mod stats;
 mod swap;
 mod uffd;
 
+/// ccvm's page, as every crate takes it (the codec crate defines it).
+pub use ccvm_codec::PAGE_SIZE;
 pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};
 pub use exec::{ExecReport, ExecSettings};
 pub use pager::FATAL_EXIT;
@@ -75,3 +77,10 @@ pub use readahead::DEFAULT_WINDOW as DEFAULT_READAHEAD;
 pub use region::{ForkGuard, Region};
 pub use stats::{Latency, RuntimeStats};
 pub use swap::{SwapError, SwapStats};
+pub use uffd::UffdError;
+
+/// How the runtime charges each compressed page to its policy: with the
+/// store's slack, so that the budget covers the store's real memory. The
+/// simulator charges the same with `--store-slack`, and a test holds the
+/// two to it.
+pub const CHARGE: ccvm_store::Charge = ccvm_store::Charge::Slack;

@@ -69,25 +69,32 @@ enum Target {
 /// Exit status when paging cannot go on safely.
 pub const FATAL_EXIT: i32 = 3;
 
-// repr(u8), Untouched first: zeroed memory holds Untouched pages (see
-// `untouched`).
+/// Where a page is: the four places of `ccvm_policy::Level` (`New`,
+/// `Uncompressed`, `Compressed`, `Disk`, named as the policy and the
+/// simulator name them), and three ways of being in one of them that only
+/// the mechanism sees (`Trapped` and `Zero`, `Pending`).
+///
+/// repr(u8), New first: zeroed memory holds New pages (see `untouched`).
 #[derive(Clone, Copy)]
 #[repr(u8)]
 enum PageState {
     // Made only as zeroed memory, by `untouched`.
     #[allow(dead_code)]
-    Untouched = 0,
-    /// Mapped in the region.
-    Resident,
+    New = 0,
+    /// Uncompressed and mapped in the region.
+    Uncompressed,
     /// Uncompressed, its frame in its shadow slot: a touch faults.
     Trapped,
     /// Evicted, copied into the helper process's ring to be compressed
-    /// there (see the `compressor` module).
+    /// there (see the `compressor` module); compressed as far as the
+    /// policy knows.
     Pending,
+    /// In the compression cache.
     Compressed,
-    Swapped(SwapSlot),
-    /// Only read so far: mapped as the zero page, write-protected; holds
-    /// no memory and is not in the policy.
+    /// In the swap file.
+    Disk(SwapSlot),
+    /// New, only read so far: mapped as the zero page, write-protected;
+    /// holds no memory and is not in the policy.
     Zero,
 }
 
@@ -133,7 +140,7 @@ fn fatal(what: impl std::fmt::Display) -> ! {
     unsafe { libc::_exit(FATAL_EXIT) }
 }
 
-/// `pages` states, all `Untouched`, in memory the allocator hands out
+/// `pages` states, all `New`, in memory the allocator hands out
 /// zeroed: for a large region that is the kernel's zero pages, taken as
 /// the states are first written, so a heap of gigabytes of address space
 /// (`ccvm exec`) costs little until it is used.
@@ -142,8 +149,8 @@ fn untouched(pages: usize) -> Vec<PageState> {
     if layout.size() == 0 {
         return Vec::new();
     }
-    // SAFETY: a non-zero layout; PageState is repr(u8) with Untouched = 0,
-    // so all-zero bytes are `pages` valid Untouched states, allocated as
+    // SAFETY: a non-zero layout; PageState is repr(u8) with New = 0,
+    // so all-zero bytes are `pages` valid New states, allocated as
     // the Vec will free them.
     unsafe {
         let p = std::alloc::alloc_zeroed(layout).cast::<PageState>();
@@ -154,21 +161,48 @@ fn untouched(pages: usize) -> Vec<PageState> {
     }
 }
 
+/// What a pager is made of: the region it serves and the parts that hold
+/// its pages.
+pub struct PagerParts {
+    /// The region's userfaultfd.
+    pub uffd: Uffd,
+    /// The region's first byte.
+    pub base: usize,
+    /// The region's length in pages.
+    pub pages: usize,
+    /// RAM for uncompressed pages and the compression cache together.
+    pub ram_bytes: u64,
+    /// The compression cache.
+    pub store: Arc<Store>,
+    /// The codec of pages compressed in the faulting thread.
+    pub codec: Box<dyn Codec>,
+    /// The disk level.
+    pub swap: SwapFile,
+    /// Who decides what moves.
+    pub policy: Box<dyn Policy>,
+    /// Where references go when tracing.
+    pub trace: Option<TraceWriter>,
+    /// Move frames with `UFFDIO_MOVE` instead of copying them.
+    pub move_frames: bool,
+    /// Share of uncompressed pages kept trapped (needs moved frames).
+    pub trap_share: f64,
+}
+
 impl Pager {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        uffd: Uffd,
-        base: usize,
-        pages: usize,
-        ram_bytes: u64,
-        store: Arc<Store>,
-        codec: Box<dyn Codec>,
-        swap: SwapFile,
-        policy: Box<dyn Policy>,
-        trace: Option<TraceWriter>,
-        move_frames: bool,
-        trap_share: f64,
-    ) -> Pager {
+    pub fn new(parts: PagerParts) -> Pager {
+        let PagerParts {
+            uffd,
+            base,
+            pages,
+            ram_bytes,
+            store,
+            codec,
+            swap,
+            policy,
+            trace,
+            move_frames,
+            trap_share,
+        } = parts;
         let stats = RuntimeStats {
             uncompressed_pages: policy.uncompressed_limit(),
             cache_budget: policy.cache_limit(),
@@ -348,9 +382,9 @@ impl Pager {
                 let frames = self.frames.as_mut().expect("a frame target has frames");
                 match frames.map(&self.uffd, slot, dst) {
                     // Shared with a forked child after all: copy it instead.
-                    // SAFETY: the source is the frame, mapped in our
-                    // shadow; the destination a page of the region.
                     Err(nix::errno::Errno::EBUSY) => {
+                        // SAFETY: the source is the frame, mapped in our
+                        // shadow; the destination a page of the region.
                         let r = unsafe { self.uffd.copy(frames.slot(slot) as *const u8, dst, PAGE_SIZE) };
                         frames.give_back(slot);
                         r
@@ -379,7 +413,7 @@ impl Pager {
         // Set where the run detector has already seen this fault.
         let mut window = None;
         let from = match self.state[page] {
-            PageState::Resident => {
+            PageState::Uncompressed => {
                 // Mapped by another thread's fault meanwhile (the zero page
                 // is then refused), or dropped by the program itself
                 // (`MADV_DONTNEED`), which leaves zeros.
@@ -402,7 +436,7 @@ impl Pager {
                 self.stats.faults_trap += 1;
                 Level::Uncompressed
             }
-            PageState::Untouched | PageState::Zero if !write && self.zero_reads => {
+            PageState::New | PageState::Zero if !write && self.zero_reads => {
                 let w = self.streams.fault(page);
                 if w == 0 {
                     self.map_zero_read(page);
@@ -428,7 +462,7 @@ impl Pager {
                 self.stats.faults_zero += 1;
                 Level::New
             }
-            PageState::Untouched => {
+            PageState::New => {
                 self.map_zeros(page);
                 self.stats.faults_zero += 1;
                 Level::New
@@ -438,7 +472,7 @@ impl Pager {
                 self.stats.faults_cache += 1;
                 Level::Compressed
             }
-            PageState::Swapped(slot) => {
+            PageState::Disk(slot) => {
                 let stored = match self.swap.read(page as u64, slot, &mut self.payload) {
                     Ok(s) => s,
                     Err(e) => fatal(e),
@@ -535,7 +569,7 @@ impl Pager {
                     self.map_from_cache(next);
                     self.stats.pages_read_ahead += 1;
                 }
-                (PageState::Untouched, Level::New) => {
+                (PageState::New, Level::New) => {
                     self.map_zeros(next);
                     self.stats.pages_zero_ahead += 1;
                 }
@@ -549,7 +583,7 @@ impl Pager {
 
     /// `page`, just mapped from level `from`, is resident.
     fn now_resident(&mut self, page: usize, from: Level) {
-        self.state[page] = PageState::Resident;
+        self.state[page] = PageState::Uncompressed;
         match (&mut self.traps, from) {
             // A trapped page was resident all along; it is mapped again.
             (Some(traps), Level::Uncompressed) => {
@@ -676,7 +710,7 @@ impl Pager {
             Stored::Raw => bytes,
         };
         match self.swap.write(page as u64, stored, bytes) {
-            Ok(slot) => self.state[page] = PageState::Swapped(slot),
+            Ok(slot) => self.state[page] = PageState::Disk(slot),
             Err(e) => fatal(e),
         }
         let mut moved = std::mem::take(&mut self.moved);
@@ -684,8 +718,8 @@ impl Pager {
             fatal(e);
         }
         for (p, slot) in moved.drain(..) {
-            debug_assert!(matches!(self.state[p as usize], PageState::Swapped(_)));
-            self.state[p as usize] = PageState::Swapped(slot);
+            debug_assert!(matches!(self.state[p as usize], PageState::Disk(_)));
+            self.state[p as usize] = PageState::Disk(slot);
         }
         self.moved = moved;
     }
@@ -771,7 +805,7 @@ impl Pager {
         self.stats.bytes_in += PAGE_SIZE as u64;
         self.stats.bytes_out += len as u64;
         self.policy
-            .compressed(page as u64, ccvm_store::charged_bytes(len), &mut self.actions);
+            .compressed(page as u64, crate::CHARGE.of(len), &mut self.actions);
     }
 
     /// Keeps uncompressed pages plus the cache's real memory (slack and

@@ -13,7 +13,7 @@ use ccvm_trace::{Header, TraceWriter};
 
 use crate::compressor::Helper;
 use crate::config::{FaultMode, RuntimeConfig, RuntimeError};
-use crate::pager::Pager;
+use crate::pager::{Pager, PagerParts};
 use crate::stats::RuntimeStats;
 use crate::swap::SwapFile;
 use crate::uffd::Uffd;
@@ -68,7 +68,7 @@ impl Region {
     ///
     /// # Errors
     ///
-    /// [`RuntimeError::NoUserfaultfd`] if this process may not use
+    /// [`RuntimeError::Userfaultfd`] if this process may not use
     /// userfaultfd, [`RuntimeError::Config`] for a bad setting, or the
     /// error of the system call, swap file or trace file that failed.
     pub fn new(bytes: usize, config: RuntimeConfig) -> Result<Region, RuntimeError> {
@@ -107,18 +107,18 @@ impl Region {
                 compress_share: 0.5,
             },
         };
-        let policy = ccvm_policy::by_name(&config.policy, budget, params).map_err(RuntimeError::Config)?;
+        let policy = ccvm_policy::by_name(&config.policy, budget, params)?;
         let store = Arc::new(
             Store::new(StoreConfig {
                 codec: config.codec.clone(),
-                chunk_size: 16 * 1024,
+                chunk_size: RuntimeConfig::STORE_CHUNK,
                 // A ceiling that slack beyond the charged share may reach before
                 // the RAM budget (`keep_within_ram`) decides.
                 memory_limit: (policy.cache_limit() + policy.cache_limit() / 4 + config.store_reserve()).max(1)
                     as usize,
                 ..StoreConfig::default()
             })
-            .map_err(RuntimeError::Config)?,
+            .map_err(|e| RuntimeError::Config(e.to_string()))?,
         );
         let dir = config.swap_dir.clone().unwrap_or_else(std::env::temp_dir);
         let swap = SwapFile::create(&dir, config.disk_latency)?;
@@ -149,7 +149,7 @@ impl Region {
             None
         };
         let sigbus = config.fault_mode == FaultMode::Signal;
-        let uffd = Uffd::open(sigbus).map_err(RuntimeError::NoUserfaultfd)?;
+        let uffd = Uffd::open(sigbus)?;
         let base = crate::frames::map_small_pages(len).ok_or_else(|| os("mmap of the region"))?;
         let unmap = |e| {
             // SAFETY: the mapping made just above.
@@ -163,19 +163,19 @@ impl Region {
         }
         let swap_fd = swap.fd();
         let uffd_fd = uffd.raw();
-        let pager = Arc::new(Mutex::new(Pager::new(
+        let pager = Arc::new(Mutex::new(Pager::new(PagerParts {
             uffd,
-            base as usize,
-            len / PAGE_SIZE,
-            config.ram_bytes,
-            store.clone(),
+            base: base as usize,
+            pages: len / PAGE_SIZE,
+            ram_bytes: config.ram_bytes,
+            store: store.clone(),
             codec,
             swap,
             policy,
             trace,
-            config.move_frames,
-            config.trap_share,
-        )));
+            move_frames: config.move_frames,
+            trap_share: config.trap_share,
+        })));
         if let Some(helper) = helper {
             pager
                 .lock()

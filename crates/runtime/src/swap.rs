@@ -30,6 +30,7 @@
 //!   never returned as data. Same-filled pages from the store need no disk
 //!   at all: their value stays in the slot.
 
+use ccvm_codec::PAGE_SIZE;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -100,7 +101,7 @@ impl SwapSlot {
         match self.stored {
             Stored::Same(_) => 0,
             Stored::Compressed(n) => n,
-            Stored::Raw => 4096,
+            Stored::Raw => PAGE_SIZE,
         }
     }
 }
@@ -164,11 +165,11 @@ impl SwapFile {
             .custom_flags(libc::O_TMPFILE | libc::O_DIRECT)
             .open(dir)
             .map_err(create)?;
-        let read_buf = AlignedBuf::new(4096);
+        let read_buf = AlignedBuf::new(PAGE_SIZE);
         // The smallest direct-I/O size the device takes: try 512.
         let align = match file.write_at(&read_buf[..512], 0) {
             Ok(512) => 512,
-            _ => 4096,
+            _ => PAGE_SIZE,
         };
         file.write_at(&read_buf[..align], 0).map_err(create)?;
         Ok(SwapFile {

@@ -111,12 +111,39 @@ pub(crate) struct Uffd {
     can_move: bool,
 }
 
+/// Why a userfaultfd could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UffdError {
+    /// Neither the system call nor /dev/userfaultfd gave a descriptor.
+    #[error(
+        "userfaultfd is not available (system call: {syscall}; /dev/userfaultfd: {device}): run as root, or \
+         `sysctl vm.unprivileged_userfaultfd=1`, or give this user read-write access to /dev/userfaultfd"
+    )]
+    Unavailable {
+        /// Why the system call failed.
+        syscall: String,
+        /// Why the device failed.
+        device: String,
+    },
+    /// The API handshake failed.
+    #[error("userfaultfd's API handshake (UFFDIO_API) failed: {0}")]
+    Api(String),
+    /// SIGBUS mode was asked of a kernel without it.
+    #[error("the kernel lacks UFFD_FEATURE_SIGBUS (Linux 4.14); use --fault-mode thread")]
+    NoSigbus,
+}
+
 impl Uffd {
     /// Opens a userfaultfd that also handles faults the kernel takes on the
     /// program's behalf (a read(2) into a region): through the system
     /// call, or failing that through /dev/userfaultfd. With `sigbus`,
     /// faults raise SIGBUS in the faulting thread instead of queuing events.
-    pub fn open(sigbus: bool) -> Result<Uffd, String> {
+    ///
+    /// # Errors
+    ///
+    /// [`UffdError`]: neither way gave a descriptor, the API handshake
+    /// failed, or SIGBUS mode was asked of a kernel without it.
+    pub fn open(sigbus: bool) -> Result<Uffd, UffdError> {
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: the userfaultfd system call with valid flags.
         let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
@@ -129,16 +156,19 @@ impl Uffd {
                 .read(true)
                 .write(true)
                 .open("/dev/userfaultfd")
-                .map_err(|e| format!("system call: {syscall_err}; /dev/userfaultfd: {e}"))?;
+                .map_err(|device| UffdError::Unavailable {
+                    syscall: syscall_err.to_string(),
+                    device: device.to_string(),
+                })?;
             // USERFAULTFD_IOC_NEW takes the new descriptor's flags.
             let request = nix::request_code_none!(0xAA, 0x00);
             // SAFETY: the device's one ioctl, with an integer argument.
             let fd = unsafe { libc::ioctl(dev.as_raw_fd(), request, flags) };
             if fd < 0 {
-                return Err(format!(
-                    "system call: {syscall_err}; /dev/userfaultfd: {}",
-                    std::io::Error::last_os_error()
-                ));
+                return Err(UffdError::Unavailable {
+                    syscall: syscall_err.to_string(),
+                    device: std::io::Error::last_os_error().to_string(),
+                });
             }
             // SAFETY: a new descriptor we own.
             unsafe { OwnedFd::from_raw_fd(fd) }
@@ -153,9 +183,9 @@ impl Uffd {
             ioctls: 0,
         };
         // SAFETY: UFFDIO_API on our descriptor with a valid struct.
-        unsafe { ioctl_api(fd.as_raw_fd(), &mut api) }.map_err(|e| format!("UFFDIO_API: {e}"))?;
+        unsafe { ioctl_api(fd.as_raw_fd(), &mut api) }.map_err(|e| UffdError::Api(e.to_string()))?;
         if api.features & features != features {
-            return Err("the kernel lacks UFFD_FEATURE_SIGBUS (Linux 4.14); use --fault-mode thread".into());
+            return Err(UffdError::NoSigbus);
         }
         let can_move = api.features & FEATURE_MOVE != 0;
         Ok(Uffd { fd, sigbus, can_move })
@@ -271,7 +301,9 @@ impl Uffd {
             mode: self.mode(),
             copy: 0,
         };
-        ioctl_copy(self.raw(), &mut c).map(drop)
+        // SAFETY: `src` is valid for `len` bytes (the caller's promise) and
+        // the kernel checks that `dst` is registered.
+        unsafe { ioctl_copy(self.raw(), &mut c) }.map(drop)
     }
 
     /// Maps the zero page at `dst` and wakes its waiters.

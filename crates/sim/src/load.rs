@@ -1,5 +1,6 @@
 //! Loading a trace for replay.
 
+use ccvm_codec::PAGE_SIZE;
 use std::path::Path;
 
 use ccvm_trace::{Event, Footer, Header, TraceError, TraceReader};
@@ -60,7 +61,7 @@ impl Trace {
 
     /// Pages in the traced region.
     pub fn pages(&self) -> usize {
-        (self.header.region_bytes / 4096) as usize
+        (self.header.region_bytes / PAGE_SIZE as u64) as usize
     }
 }
 
@@ -127,7 +128,7 @@ impl Trace {
                     .file_stem()
                     .map_or("imported".into(), |s| s.to_string_lossy().into_owned()),
                 seed: 0,
-                region_bytes: pages * 4096,
+                region_bytes: pages * PAGE_SIZE as u64,
                 window_pages: 0,
             },
             footer: Footer {

@@ -1,7 +1,7 @@
 //! Replaying a trace through a policy.
 
+use ccvm_codec::PAGE_SIZE;
 use ccvm_policy::{Action, Level, Policy};
-use ccvm_store::ENTRY_BYTES;
 
 use crate::{CodecCosts, Trace};
 
@@ -23,10 +23,22 @@ pub struct SimConfig {
     /// recorded (its traces hold only what faulted).
     pub trap_share: Option<f64>,
     /// Charge each compressed page the live store's slack share as well
-    /// (`ccvm_store::charged_bytes`), as the live runtime's policy does;
+    /// (`ccvm_store::Charge::Slack`), as the live runtime's policy does;
     /// off, a page costs its compressed bytes and mapping entry only, as
     /// in paper 000's simulations.
     pub store_slack: bool,
+}
+
+impl SimConfig {
+    /// How a compressed page is charged to the policy: with the store's
+    /// slack when [`SimConfig::store_slack`] says so.
+    pub fn charge(&self) -> ccvm_store::Charge {
+        if self.store_slack {
+            ccvm_store::Charge::Slack
+        } else {
+            ccvm_store::Charge::Entry
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -70,9 +82,8 @@ enum Where {
     Uncompressed,
     /// In the cache with this image.
     Compressed(u32),
-    /// On disk, compressed with this image.
-    DiskCompressed(u32),
-    DiskRaw,
+    /// On disk: compressed with this image, or raw.
+    Disk(Option<u32>),
 }
 
 /// Replays `trace` through `policy`, charging compressions with `costs`
@@ -133,14 +144,14 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                 paid += costs.decompress_ns.get(id as usize).copied().unwrap_or(0) as u64;
                 Level::Compressed
             }
-            Where::DiskCompressed(id) => {
+            Where::Disk(Some(id)) => {
                 r.disk_faults += 1;
                 r.decompressions += 1;
                 decompressions += 1;
                 paid += costs.decompress_ns[id as usize] as u64;
                 Level::Disk
             }
-            Where::DiskRaw => {
+            Where::Disk(None) => {
                 r.disk_faults += 1;
                 Level::Disk
             }
@@ -157,7 +168,7 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                     let v = v as usize;
                     let id = if image[v] != u32::MAX { image[v] } else { first_image[v] };
                     let (bytes, id) = if id == u32::MAX {
-                        (4096, u32::MAX)
+                        (PAGE_SIZE as u64, u32::MAX)
                     } else {
                         paid += costs.compress_ns[id as usize] as u64;
                         (costs.size[id as usize] as u64, id)
@@ -169,24 +180,19 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                         traps.evicted(v as u64);
                     }
                     // Follow-up spills join the end of the same list.
-                    let charge = if config.store_slack {
-                        ccvm_store::charged_bytes(bytes as usize)
-                    } else {
-                        bytes + ENTRY_BYTES as u64
-                    };
-                    policy.compressed(v as u64, charge, &mut actions);
+                    policy.compressed(v as u64, config.charge().of(bytes as usize), &mut actions);
                 }
                 Action::Spill(v) => {
                     let v = v as usize;
                     r.disk_writes += 1;
                     at[v] = match at[v] {
-                        Where::Compressed(id) if id != u32::MAX => Where::DiskCompressed(id),
-                        _ => Where::DiskRaw,
+                        Where::Compressed(id) if id != u32::MAX => Where::Disk(Some(id)),
+                        _ => Where::Disk(None),
                     };
                 }
                 Action::SwapOut(v) => {
                     r.disk_writes += 1;
-                    at[v as usize] = Where::DiskRaw;
+                    at[v as usize] = Where::Disk(None);
                     if let Some(traps) = &mut traps {
                         traps.evicted(v);
                     }

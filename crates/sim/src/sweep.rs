@@ -2,6 +2,7 @@
 //! plain LRU baseline from one stack-distance pass, and the interesting
 //! region of memory sizes.
 
+use ccvm_codec::PAGE_SIZE;
 use ccvm_policy::{Budget, Costs, Params};
 use serde::Serialize;
 
@@ -113,8 +114,8 @@ pub fn run_point(
     cache_cost_ns: f64,
 ) -> Result<SweepRow, String> {
     let budget = Budget {
-        ram_bytes: pages as u64 * 4096,
-        page_size: 4096,
+        ram_bytes: (pages * PAGE_SIZE) as u64,
+        page_size: PAGE_SIZE as u64,
     };
     let params = Params {
         uncompressed_share: 0.5,
@@ -125,7 +126,7 @@ pub fn run_point(
         },
     };
     let region = interesting_region(lru, config.disk_read_ns, run_time_ns);
-    let mut p = ccvm_policy::by_name(policy, budget, params)?;
+    let mut p = ccvm_policy::by_name(policy, budget, params).map_err(|e| e.to_string())?;
     let r = simulate(trace, costs, p.as_mut(), config);
     let lru_s = lru_paging_ns(lru, pages, config.disk_read_ns, config.disk_write_ns) / 1e9;
     let paging_s = r.paging_ns / 1e9;

@@ -125,7 +125,7 @@ proptest! {
     fn every_policy_serves_every_reference(refs in proptest::collection::vec(0u32..40, 1..1500), frames in 4u64..24, size in 200u32..4096) {
         let t = trace(&refs);
         let distinct = { let mut v = refs.clone(); v.sort_unstable(); v.dedup(); v.len() as u64 };
-        for name in ccvm_policy::NAMES {
+        for name in ccvm_policy::names() {
             let r = simulate(&t, &costs(40, size), policy(name, frames, 0.5).as_mut(), &SimConfig::default());
             // Each reference is a first touch, a hit in memory, a cache hit
             // or a disk fault; first touches are the distinct pages.

@@ -4,7 +4,7 @@
 //!
 //! Tolerance, 2% of each count: the policy, its budget and its inputs are
 //! the same, and both charge each compressed page its share of the store's
-//! slack (`ccvm_store::charged_bytes`), but the live store's real memory
+//! slack (`ccvm_store::Charge::Slack`), but the live store's real memory
 //! (chunk slack, fragmentation) may exceed that share; when the RAM budget
 //! then calls for it, the runtime evicts one more page than the policy
 //! alone would, which the simulator does not.
@@ -15,6 +15,20 @@ use ccvm_sim::{simulate, CodecCosts, SimConfig, Trace};
 
 fn close(live: u64, sim: u64) -> bool {
     live.abs_diff(sim) as f64 <= 0.02 * live.max(sim) as f64 + 2.0
+}
+
+#[test]
+fn the_runtime_and_the_simulator_charge_a_page_alike() {
+    let with_slack = SimConfig {
+        store_slack: true,
+        ..SimConfig::default()
+    };
+    for len in [1, 64, 1000, 3071, ccvm_store::HUGE_THRESHOLD, 4096] {
+        assert_eq!(with_slack.charge().of(len), ccvm_runtime::CHARGE.of(len), "{len} bytes");
+    }
+    // Without the flag the simulator charges as paper 000 does, which the
+    // live runtime does not.
+    assert!(SimConfig::default().charge().of(1000) < ccvm_runtime::CHARGE.of(1000));
 }
 
 #[test]

@@ -22,6 +22,6 @@ pub mod chunks;
 mod store;
 
 pub use store::{
-    charged_bytes, encode, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES,
-    SLACK_DIVISOR,
+    encode, Charge, ConfigError, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES,
+    HUGE_THRESHOLD, SLACK_DIVISOR,
 };

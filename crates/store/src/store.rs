@@ -57,18 +57,42 @@ pub const ENTRY_BYTES: usize = 64;
 /// there agrees within 1.5%.
 pub const SLACK_DIVISOR: usize = 8;
 
-/// What a page compressed to `len` bytes costs a budget that must cover
-/// the store's real memory: its bytes, a [`SLACK_DIVISOR`] share of them
-/// for slack, and its [`ENTRY_BYTES`] of bookkeeping. Charging slack per
-/// page, rather than holding memory back for it, leaves a cache that holds
-/// little costing little.
+/// How a page the store holds in `len` bytes is charged to a policy's
+/// budget: the one rule the live runtime and the simulator both apply, so
+/// that what one counts the other counts.
 ///
 /// ```
-/// assert_eq!(ccvm_store::charged_bytes(1600), 1600 + 200 + 64);
+/// use ccvm_store::Charge;
+/// assert_eq!(Charge::Entry.of(1600), 1600 + 64);
+/// assert_eq!(Charge::Slack.of(1600), 1600 + 200 + 64);
 /// ```
-pub fn charged_bytes(len: usize) -> u64 {
-    (len + len / SLACK_DIVISOR + ENTRY_BYTES) as u64
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charge {
+    /// Its bytes and its [`ENTRY_BYTES`] of bookkeeping, as paper 000's
+    /// simulations count.
+    Entry,
+    /// Also a [`SLACK_DIVISOR`] share of its bytes for the store's slack:
+    /// a budget that must cover the store's real memory (the live
+    /// runtime's). Charging slack per page, rather than holding memory
+    /// back for it, leaves a cache that holds little costing little.
+    Slack,
 }
+
+impl Charge {
+    /// What a page stored in `len` bytes costs, bytes.
+    pub fn of(self, len: usize) -> u64 {
+        let slack = match self {
+            Charge::Entry => 0,
+            Charge::Slack => len / SLACK_DIVISOR,
+        };
+        (len + slack + ENTRY_BYTES) as u64
+    }
+}
+
+/// The default [`StoreConfig::huge_threshold`]: pages that compress to
+/// more than three quarters of a page are kept raw, as zram keeps "huge"
+/// pages. The simulator's codec measurements use the same bound.
+pub const HUGE_THRESHOLD: usize = PAGE_SIZE * 3 / 4;
 
 /// How a store is made.
 #[derive(Debug, Clone)]
@@ -92,7 +116,7 @@ impl Default for StoreConfig {
             allocator: "rm".into(),
             chunk_size: 64 * 1024,
             memory_limit: usize::MAX,
-            huge_threshold: PAGE_SIZE * 3 / 4,
+            huge_threshold: HUGE_THRESHOLD,
         }
     }
 }
@@ -111,6 +135,23 @@ pub const COMPACTION_MOVES_PER_PUT: usize = 1;
 /// --size 256M --ram 134M`: compacting whenever the rate limit allowed
 /// moved as many pages as were put (2.0M) and took a tenth of the run.
 pub const COMPACTION_MIN_FREE: f64 = 1.0 / 16.0;
+
+/// Why a store could not be made from its [`StoreConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// No codec has that name (the message lists them).
+    #[error("{0}")]
+    Codec(String),
+    /// No allocator has that name (the message lists them).
+    #[error("{0}")]
+    Allocator(String),
+    /// The chunk size is not a power of two from 4096 to 1 GiB.
+    #[error("chunk size {0} is not a power of two from 4096 to 1 GiB")]
+    ChunkSize(usize),
+    /// The huge threshold is not within a page.
+    #[error("huge threshold {0} is not between 1 and 4096 bytes")]
+    HugeThreshold(usize),
+}
 
 /// Why a store operation failed.
 #[derive(Debug, Error)]
@@ -301,10 +342,10 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// One line naming the problem: an unknown codec or allocator, a chunk
-    /// size that is not a power of two from 4096 to 1 GiB, or a huge
-    /// threshold above a page.
-    pub fn new(config: StoreConfig) -> Result<Store, String> {
+    /// A [`ConfigError`], whose message is one line naming the problem: an
+    /// unknown codec or allocator, a chunk size that is not a power of two
+    /// from 4096 to 1 GiB, or a huge threshold above a page.
+    pub fn new(config: StoreConfig) -> Result<Store, ConfigError> {
         Self::with_source(config, Box::new(HeapChunks))
     }
 
@@ -313,23 +354,20 @@ impl Store {
     /// # Errors
     ///
     /// As [`Store::new`].
-    pub fn with_source(config: StoreConfig, source: Box<dyn ChunkSource>) -> Result<Store, String> {
+    pub fn with_source(config: StoreConfig, source: Box<dyn ChunkSource>) -> Result<Store, ConfigError> {
         let make_codec = ccvm_codec::CODECS
             .iter()
             .find(|c| c.name == config.codec)
             .map(|c| c.make)
-            .ok_or_else(|| ccvm_codec::by_name(&config.codec).err().unwrap_or_default())?;
+            .ok_or_else(|| ConfigError::Codec(ccvm_codec::by_name(&config.codec).err().unwrap_or_default()))?;
         let cs = config.chunk_size;
         if !cs.is_power_of_two() || !(PAGE_SIZE..=1 << 30).contains(&cs) {
-            return Err(format!("chunk size {cs} is not a power of two from 4096 to 1 GiB"));
+            return Err(ConfigError::ChunkSize(cs));
         }
         if config.huge_threshold == 0 || config.huge_threshold > PAGE_SIZE {
-            return Err(format!(
-                "huge threshold {} is not between 1 and 4096 bytes",
-                config.huge_threshold
-            ));
+            return Err(ConfigError::HugeThreshold(config.huge_threshold));
         }
-        let alloc = alloc::by_name(&config.allocator, cs)?;
+        let alloc = alloc::by_name(&config.allocator, cs).map_err(ConfigError::Allocator)?;
         let stats = Stats {
             mem_limit: if config.memory_limit == usize::MAX {
                 0

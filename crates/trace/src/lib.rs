@@ -47,8 +47,8 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: &[u8; 8] = b"CCVMTRC\0";
 /// The format version this crate writes and reads.
 pub const VERSION: u32 = 1;
-/// Bytes per page image.
-pub const PAGE_SIZE: usize = 4096;
+/// Bytes per page image: ccvm's page (the one definition is the codec crate's).
+pub use ccvm_codec::PAGE_SIZE;
 
 /// What was traced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

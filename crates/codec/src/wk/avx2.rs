@@ -10,8 +10,7 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::dm::{SINK, ZERO_SLOT};
-use super::{Segments, LOW_MASK};
+use super::{Segments, LOW_MASK, SINK, ZERO_SLOT};
 
 /// Whether this processor runs the AVX2 paths (which also use POPCNT,
 /// present on every AVX2 processor).
@@ -81,14 +80,16 @@ const SPREAD: [u16; 256] = {
 };
 
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn mask_of(v: __m256i) -> usize {
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
+fn mask_of(v: __m256i) -> usize {
     _mm256_movemask_ps(_mm256_castsi256_ps(v)) as usize
 }
 
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn slots(w: __m256i) -> __m256i {
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
+fn slots(w: __m256i) -> __m256i {
     let h = _mm256_srli_epi32(
         _mm256_mullo_epi32(_mm256_srli_epi32(w, 10), _mm256_set1_epi32(0x9E37_79B1u32 as i32)),
         28,
@@ -98,9 +99,11 @@ unsafe fn slots(w: __m256i) -> __m256i {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn perm(m: usize, table: &[[u32; 8]; 256]) -> __m256i {
-    _mm256_loadu_si256(table[m].as_ptr() as *const __m256i)
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
+fn perm(m: usize, table: &[[u32; 8]; 256]) -> __m256i {
+    // SAFETY: a table row is eight u32s, the 32 bytes the load reads.
+    unsafe { _mm256_loadu_si256(table[m].as_ptr() as *const __m256i) }
 }
 
 /// Pass 1: slots of words `from..to` (`to - from` a multiple of 8).
@@ -111,12 +114,15 @@ unsafe fn perm(m: usize, table: &[[u32; 8]; 256]) -> __m256i {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
 pub(crate) unsafe fn hash(block: &[u8], slots_out: &mut [u32], from: usize, to: usize) {
-    debug_assert!(to * 4 <= block.len() && to <= slots_out.len() && (to - from).is_multiple_of(8));
-    let mut i = from;
-    while i < to {
-        let w = _mm256_loadu_si256(block.as_ptr().add(i * 4) as *const __m256i);
-        _mm256_storeu_si256(slots_out.as_mut_ptr().add(i) as *mut __m256i, slots(w));
-        i += 8;
+    // SAFETY: every load and store is of words below `to`, within `block` and `slots_out` as the caller guarantees.
+    unsafe {
+        debug_assert!(to * 4 <= block.len() && to <= slots_out.len() && (to - from).is_multiple_of(8));
+        let mut i = from;
+        while i < to {
+            let w = _mm256_loadu_si256(block.as_ptr().add(i * 4) as *const __m256i);
+            _mm256_storeu_si256(slots_out.as_mut_ptr().add(i) as *mut __m256i, slots(w));
+            i += 8;
+        }
     }
 }
 
@@ -137,53 +143,56 @@ pub(crate) unsafe fn classify(
     from: usize,
     to: usize,
 ) {
-    debug_assert!(to * 4 <= block.len() && to <= prev.len() && to <= slots_in.len() && from.is_multiple_of(8));
-    let (mut ni, mut nl, mut nf) = (seg.n_idx, seg.n_low, seg.n_full);
-    debug_assert!(seg.full.len() >= nf + (to - from) + 8);
-    let zero = _mm256_setzero_si256();
-    let low_mask = _mm256_set1_epi32(LOW_MASK as i32);
-    // Low byte of each 32-bit lane to the first four bytes of its 128-bit half.
-    let bytes = _mm256_setr_epi8(
-        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1,
-    );
-    let halves = _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0);
-    let mut i = from;
-    while i < to {
-        let w = _mm256_loadu_si256(block.as_ptr().add(i * 4) as *const __m256i);
-        let d = _mm256_loadu_si256(prev.as_ptr().add(i) as *const __m256i);
-        let x = _mm256_xor_si256(w, d);
-        let m_zero = mask_of(_mm256_cmpeq_epi32(w, zero));
-        let m_exact = mask_of(_mm256_cmpeq_epi32(x, zero)) & !m_zero;
-        let m_match = mask_of(_mm256_cmpeq_epi32(_mm256_srli_epi32(x, 10), zero)) & !m_zero;
-        let m_miss = !(m_match | m_zero) & 0xFF;
-        let m_partial = m_match & !m_exact;
-        let tags = SPREAD[m_miss | m_exact] | SPREAD[m_match] << 1;
-        seg.tags
-            .as_mut_ptr()
-            .add(i / 4)
-            .cast::<[u8; 2]>()
-            .write_unaligned(tags.to_le_bytes());
-
-        let full = _mm256_permutevar8x32_epi32(w, perm(m_miss, &LEFT_PACK));
-        _mm256_storeu_si256(seg.full.as_mut_ptr().add(nf) as *mut __m256i, full);
-        nf += m_miss.count_ones() as usize;
-
-        let low = _mm256_permutevar8x32_epi32(_mm256_and_si256(w, low_mask), perm(m_partial, &LEFT_PACK));
-        _mm256_storeu_si256(seg.low.as_mut_ptr().add(nl) as *mut __m256i, low);
-        nl += m_partial.count_ones() as usize;
-
-        let h = _mm256_loadu_si256(slots_in.as_ptr().add(i) as *const __m256i);
-        let idx = _mm256_permutevar8x32_epi32(h, perm(m_match, &LEFT_PACK));
-        let idx = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(idx, bytes), halves);
-        _mm_storel_epi64(
-            seg.idx.as_mut_ptr().add(ni) as *mut __m128i,
-            _mm256_castsi256_si128(idx),
+    // SAFETY: loads are of words below `to`, within `block`, `slots_in` and `prev`; stores go to `tags` below `to / 4` and to the segments, whose 8 entries of slack take a full-width store past their counts, as the caller guarantees.
+    unsafe {
+        debug_assert!(to * 4 <= block.len() && to <= prev.len() && to <= slots_in.len() && from.is_multiple_of(8));
+        let (mut ni, mut nl, mut nf) = (seg.n_idx, seg.n_low, seg.n_full);
+        debug_assert!(seg.full.len() >= nf + (to - from) + 8);
+        let zero = _mm256_setzero_si256();
+        let low_mask = _mm256_set1_epi32(LOW_MASK as i32);
+        // Low byte of each 32-bit lane to the first four bytes of its 128-bit half.
+        let bytes = _mm256_setr_epi8(
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+            -1, -1, -1, -1,
         );
-        ni += m_match.count_ones() as usize;
-        i += 8;
+        let halves = _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0);
+        let mut i = from;
+        while i < to {
+            let w = _mm256_loadu_si256(block.as_ptr().add(i * 4) as *const __m256i);
+            let d = _mm256_loadu_si256(prev.as_ptr().add(i) as *const __m256i);
+            let x = _mm256_xor_si256(w, d);
+            let m_zero = mask_of(_mm256_cmpeq_epi32(w, zero));
+            let m_exact = mask_of(_mm256_cmpeq_epi32(x, zero)) & !m_zero;
+            let m_match = mask_of(_mm256_cmpeq_epi32(_mm256_srli_epi32(x, 10), zero)) & !m_zero;
+            let m_miss = !(m_match | m_zero) & 0xFF;
+            let m_partial = m_match & !m_exact;
+            let tags = SPREAD[m_miss | m_exact] | SPREAD[m_match] << 1;
+            seg.tags
+                .as_mut_ptr()
+                .add(i / 4)
+                .cast::<[u8; 2]>()
+                .write_unaligned(tags.to_le_bytes());
+
+            let full = _mm256_permutevar8x32_epi32(w, perm(m_miss, &LEFT_PACK));
+            _mm256_storeu_si256(seg.full.as_mut_ptr().add(nf) as *mut __m256i, full);
+            nf += m_miss.count_ones() as usize;
+
+            let low = _mm256_permutevar8x32_epi32(_mm256_and_si256(w, low_mask), perm(m_partial, &LEFT_PACK));
+            _mm256_storeu_si256(seg.low.as_mut_ptr().add(nl) as *mut __m256i, low);
+            nl += m_partial.count_ones() as usize;
+
+            let h = _mm256_loadu_si256(slots_in.as_ptr().add(i) as *const __m256i);
+            let idx = _mm256_permutevar8x32_epi32(h, perm(m_match, &LEFT_PACK));
+            let idx = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(idx, bytes), halves);
+            _mm_storel_epi64(
+                seg.idx.as_mut_ptr().add(ni) as *mut __m128i,
+                _mm256_castsi256_si128(idx),
+            );
+            ni += m_match.count_ones() as usize;
+            i += 8;
+        }
+        (seg.n_idx, seg.n_low, seg.n_full) = (ni, nl, nf);
     }
-    (seg.n_idx, seg.n_low, seg.n_full) = (ni, nl, nf);
 }
 
 /// Expansion for words `0..to` (`to` a multiple of 8): per-word load and
@@ -206,48 +215,51 @@ pub(crate) unsafe fn expand(
     masks: &mut [u32],
     to: usize,
 ) {
-    debug_assert!(tags.len() * 4 >= to && slots_out.len() >= to && values.len() >= to && masks.len() >= to);
-    let [mut ni, mut nl, mut nf] = *counts;
-    let shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    let three = _mm256_set1_epi32(3);
-    let not_low = _mm256_set1_epi32(!LOW_MASK as i32);
-    let zero_sink = _mm256_set1_epi32((ZERO_SLOT | SINK << 8) as i32);
-    let sink = _mm256_set1_epi32((SINK << 8) as i32);
-    let mut i = 0;
-    while i < to {
-        let bits = u16::from_le_bytes([tags[i / 4], tags[i / 4 + 1]]) as i32;
-        let t = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bits), shifts), three);
-        let is_zero = _mm256_cmpeq_epi32(t, _mm256_setzero_si256());
-        let is_miss = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(1));
-        let is_partial = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(2));
-        let is_exact = _mm256_cmpeq_epi32(t, three);
-        let (m_miss, m_partial, m_exact) = (mask_of(is_miss), mask_of(is_partial), mask_of(is_exact));
-        let m_match = m_partial | m_exact;
+    // SAFETY: stores are of lanes below `to`, which the lane arrays hold; segment loads stay within the counts the tags imply plus the 8 entries of slack, as the caller guarantees.
+    unsafe {
+        debug_assert!(tags.len() * 4 >= to && slots_out.len() >= to && values.len() >= to && masks.len() >= to);
+        let [mut ni, mut nl, mut nf] = *counts;
+        let shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        let three = _mm256_set1_epi32(3);
+        let not_low = _mm256_set1_epi32(!LOW_MASK as i32);
+        let zero_sink = _mm256_set1_epi32((ZERO_SLOT | SINK << 8) as i32);
+        let sink = _mm256_set1_epi32((SINK << 8) as i32);
+        let mut i = 0;
+        while i < to {
+            let bits = u16::from_le_bytes([tags[i / 4], tags[i / 4 + 1]]) as i32;
+            let t = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bits), shifts), three);
+            let is_zero = _mm256_cmpeq_epi32(t, _mm256_setzero_si256());
+            let is_miss = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(1));
+            let is_partial = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(2));
+            let is_exact = _mm256_cmpeq_epi32(t, three);
+            let (m_miss, m_partial, m_exact) = (mask_of(is_miss), mask_of(is_partial), mask_of(is_exact));
+            let m_match = m_partial | m_exact;
 
-        let f = _mm256_loadu_si256(seg.full.as_ptr().add(nf) as *const __m256i);
-        let f = _mm256_and_si256(_mm256_permutevar8x32_epi32(f, perm(m_miss, &EXPAND)), is_miss);
-        nf += m_miss.count_ones() as usize;
-        let l = _mm256_loadu_si256(seg.low.as_ptr().add(nl) as *const __m256i);
-        let l = _mm256_and_si256(_mm256_permutevar8x32_epi32(l, perm(m_partial, &EXPAND)), is_partial);
-        nl += m_partial.count_ones() as usize;
-        let x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(seg.idx.as_ptr().add(ni) as *const __m128i));
-        let x = _mm256_permutevar8x32_epi32(x, perm(m_match, &EXPAND));
-        ni += m_match.count_ones() as usize;
+            let f = _mm256_loadu_si256(seg.full.as_ptr().add(nf) as *const __m256i);
+            let f = _mm256_and_si256(_mm256_permutevar8x32_epi32(f, perm(m_miss, &EXPAND)), is_miss);
+            nf += m_miss.count_ones() as usize;
+            let l = _mm256_loadu_si256(seg.low.as_ptr().add(nl) as *const __m256i);
+            let l = _mm256_and_si256(_mm256_permutevar8x32_epi32(l, perm(m_partial, &EXPAND)), is_partial);
+            nl += m_partial.count_ones() as usize;
+            let x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(seg.idx.as_ptr().add(ni) as *const __m128i));
+            let x = _mm256_permutevar8x32_epi32(x, perm(m_match, &EXPAND));
+            ni += m_match.count_ones() as usize;
 
-        // Partial: x | x << 8; exact: x | SINK << 8; miss: ZERO_SLOT | slot << 8.
-        let stored = _mm256_blendv_epi8(_mm256_slli_epi32(x, 8), sink, is_exact);
-        let h = _mm256_or_si256(x, stored);
-        let miss = _mm256_or_si256(_mm256_set1_epi32(ZERO_SLOT as i32), _mm256_slli_epi32(slots(f), 8));
-        let h = _mm256_blendv_epi8(h, miss, is_miss);
-        let h = _mm256_blendv_epi8(h, zero_sink, is_zero);
-        let v = _mm256_or_si256(f, l);
-        let m = _mm256_or_si256(_mm256_and_si256(not_low, is_partial), is_exact);
-        _mm256_storeu_si256(slots_out.as_mut_ptr().add(i) as *mut __m256i, h);
-        _mm256_storeu_si256(values.as_mut_ptr().add(i) as *mut __m256i, v);
-        _mm256_storeu_si256(masks.as_mut_ptr().add(i) as *mut __m256i, m);
-        i += 8;
+            // Partial: x | x << 8; exact: x | SINK << 8; miss: ZERO_SLOT | slot << 8.
+            let stored = _mm256_blendv_epi8(_mm256_slli_epi32(x, 8), sink, is_exact);
+            let h = _mm256_or_si256(x, stored);
+            let miss = _mm256_or_si256(_mm256_set1_epi32(ZERO_SLOT as i32), _mm256_slli_epi32(slots(f), 8));
+            let h = _mm256_blendv_epi8(h, miss, is_miss);
+            let h = _mm256_blendv_epi8(h, zero_sink, is_zero);
+            let v = _mm256_or_si256(f, l);
+            let m = _mm256_or_si256(_mm256_and_si256(not_low, is_partial), is_exact);
+            _mm256_storeu_si256(slots_out.as_mut_ptr().add(i) as *mut __m256i, h);
+            _mm256_storeu_si256(values.as_mut_ptr().add(i) as *mut __m256i, v);
+            _mm256_storeu_si256(masks.as_mut_ptr().add(i) as *mut __m256i, m);
+            i += 8;
+        }
+        *counts = [ni, nl, nf];
     }
-    *counts = [ni, nl, nf];
 }
 
 /// Packs index bytes (each below 16) two to a byte, first in the low
@@ -261,18 +273,21 @@ pub(crate) unsafe fn expand(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
 pub(crate) unsafe fn pack_nibbles(src: &[u8], dst: &mut [u8]) -> usize {
-    debug_assert!(src.len() >= 2 * dst.len());
-    let weights = _mm256_set1_epi16(0x1001); // bytes 1 and 16: lo + 16 * hi
-    let mut j = 0;
-    while j + 16 <= dst.len() {
-        let v = _mm256_loadu_si256(src.as_ptr().add(2 * j) as *const __m256i);
-        let pairs = _mm256_maddubs_epi16(v, weights);
-        let packed = _mm256_packus_epi16(pairs, pairs);
-        let packed = _mm256_permute4x64_epi64(packed, 0b1000);
-        _mm_storeu_si128(dst.as_mut_ptr().add(j) as *mut __m128i, _mm256_castsi256_si128(packed));
-        j += 16;
+    // SAFETY: reads 32 bytes at `2j` and writes 16 at `j` only while `j + 16 <= dst.len()`, and `src` is twice as long as `dst`.
+    unsafe {
+        debug_assert!(src.len() >= 2 * dst.len());
+        let weights = _mm256_set1_epi16(0x1001); // bytes 1 and 16: lo + 16 * hi
+        let mut j = 0;
+        while j + 16 <= dst.len() {
+            let v = _mm256_loadu_si256(src.as_ptr().add(2 * j) as *const __m256i);
+            let pairs = _mm256_maddubs_epi16(v, weights);
+            let packed = _mm256_packus_epi16(pairs, pairs);
+            let packed = _mm256_permute4x64_epi64(packed, 0b1000);
+            _mm_storeu_si128(dst.as_mut_ptr().add(j) as *mut __m128i, _mm256_castsi256_si128(packed));
+            j += 16;
+        }
+        j
     }
-    j
 }
 
 /// Unpacks nibbles two to a byte: `dst[2j] = src[j] & 15`,
@@ -285,21 +300,24 @@ pub(crate) unsafe fn pack_nibbles(src: &[u8], dst: &mut [u8]) -> usize {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
 pub(crate) unsafe fn unpack_nibbles(src: &[u8], dst: &mut [u8]) -> usize {
-    debug_assert!(dst.len() >= 2 * src.len());
-    let low4 = _mm_set1_epi8(15);
-    let mut j = 0;
-    while j + 16 <= src.len() {
-        let v = _mm_loadu_si128(src.as_ptr().add(j) as *const __m128i);
-        let lo = _mm_and_si128(v, low4);
-        let hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
-        _mm_storeu_si128(dst.as_mut_ptr().add(2 * j) as *mut __m128i, _mm_unpacklo_epi8(lo, hi));
-        _mm_storeu_si128(
-            dst.as_mut_ptr().add(2 * j + 16) as *mut __m128i,
-            _mm_unpackhi_epi8(lo, hi),
-        );
-        j += 16;
+    // SAFETY: reads 16 bytes at `j` and writes 32 at `2j` only while `j + 16 <= src.len()`, and `dst` is twice as long as `src`.
+    unsafe {
+        debug_assert!(dst.len() >= 2 * src.len());
+        let low4 = _mm_set1_epi8(15);
+        let mut j = 0;
+        while j + 16 <= src.len() {
+            let v = _mm_loadu_si128(src.as_ptr().add(j) as *const __m128i);
+            let lo = _mm_and_si128(v, low4);
+            let hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+            _mm_storeu_si128(dst.as_mut_ptr().add(2 * j) as *mut __m128i, _mm_unpacklo_epi8(lo, hi));
+            _mm_storeu_si128(
+                dst.as_mut_ptr().add(2 * j + 16) as *mut __m128i,
+                _mm_unpackhi_epi8(lo, hi),
+            );
+            j += 16;
+        }
+        j
     }
-    j
 }
 
 /// [`super::count_tags`] compiled with the POPCNT instruction.

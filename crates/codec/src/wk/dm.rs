@@ -29,13 +29,8 @@
 //! Pages are modelled 128 words at a time so a page that will not fit the
 //! budget is abandoned early.
 
-use super::{decompress_same, hash_upper, start_compress, Segments, LOW_MASK, MISS, PARTIAL};
+use super::{decompress_same, hash_upper, start_compress, Segments, LOW_MASK, MISS, PARTIAL, SINK, ZERO_SLOT};
 use crate::{Codec, CompressError, DecodeError};
-
-/// Slot for zero words (and, when decoding, exact matches): written, never read.
-pub(crate) const SINK: u32 = 16;
-/// Slot that decoding misses and zero words load from: never written, always 0.
-pub(crate) const ZERO_SLOT: u32 = 17;
 /// Words modelled between two early-exit checks (128 lets the hybrid leave
 /// a page for LZ4 after an eighth of it).
 const CHUNK: usize = 128;

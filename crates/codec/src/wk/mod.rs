@@ -44,6 +44,12 @@ pub(crate) const MISS: u32 = 1;
 pub(crate) const PARTIAL: u32 = 2;
 pub(crate) const EXACT: u32 = 3;
 pub(crate) const LOW_MASK: u32 = 0x3FF;
+/// WKdm's dictionary slot for zero words (and, when decoding, exact
+/// matches): written, never read. Shared by the scalar and AVX2 paths.
+pub(crate) const SINK: u32 = 16;
+/// WKdm's slot that decoding misses and zero words load from: never
+/// written, always 0.
+pub(crate) const ZERO_SLOT: u32 = 17;
 
 const FORMAT_SEGMENTS: u8 = 0;
 const FORMAT_SAME: u8 = 1;

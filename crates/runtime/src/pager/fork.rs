@@ -34,7 +34,7 @@ impl Pager {
         for page in 0..self.state.len() {
             if matches!(self.state[page], PageState::Trapped) {
                 self.map_page(page, Target::Frame(page));
-                self.state[page] = PageState::Resident;
+                self.state[page] = PageState::Uncompressed;
                 if let Some(traps) = &mut self.traps {
                     traps.untrap(page as u64);
                 }
@@ -63,7 +63,7 @@ impl Pager {
                         fatal(e);
                     }
                 }
-                PageState::Swapped(slot) => {
+                PageState::Disk(slot) => {
                     let stored = match self.swap.read(page as u64, slot, &mut self.payload) {
                         Ok(s) => s,
                         Err(e) => fatal(e),
@@ -73,9 +73,9 @@ impl Pager {
                 PageState::Pending | PageState::Trapped => {
                     fatal(format!("page {page} was not settled before the fork"))
                 }
-                PageState::Untouched | PageState::Zero | PageState::Resident => continue,
+                PageState::New | PageState::Zero | PageState::Uncompressed => continue,
             }
-            self.state[page] = PageState::Resident;
+            self.state[page] = PageState::Uncompressed;
             written += 1;
         }
         written

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Slot, SlotAllocator};
 
-const PAGE: usize = 4096;
+const PAGE: usize = ccvm_codec::PAGE_SIZE;
 const MIN_SIZE: usize = 32;
 const STEP: usize = 16;
 const MAX_SPAN_PAGES: usize = 4;
