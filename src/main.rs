@@ -160,7 +160,7 @@ struct SweepArgs {
     cpu_factor: f64,
     /// Disk costs per page read, ms, of the sensitivity study (Figure 6), run for the adaptive policies (adaptive, adaptive-safe) with the
     /// first codec; every policy also runs at 5 ms.
-    #[arg(long, value_delimiter = ',', default_values_t = sim::DISK_MS)]
+    #[arg(long, value_delimiter = ',', default_values_t = ccvm_sim::plan::DISK_MS)]
     disk_ms: Vec<f64>,
     /// Charge each page written to disk this many ms (default 0: writes are free, as in paper 000).
     #[arg(long, default_value_t = 0.0)]
@@ -490,9 +490,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             for c in &a.codecs {
                 ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
             }
-            sim::sweep(&sim::SweepOptions {
-                traces: a.traces,
-                out: a.out,
+            let plan = ccvm_sim::plan::SweepPlan {
                 codecs: a.codecs,
                 policies: a.policies,
                 sizes: a.sizes,
@@ -503,13 +501,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 trap_share: a.trap_share,
                 store_slack: a.store_slack,
                 disk_ms: a.disk_ms,
-                plain: sim::PlainCosts {
+                plain: ccvm_sim::plan::PlainCosts {
                     ratio: a.ratio,
                     compress_ns: a.compress_time.as_nanos() as u32,
                     decompress_ns: a.decompress_time.as_nanos() as u32,
                     run_time_ns: a.run_time.as_nanos() as u64,
                 },
-            })
+            };
+            sim::sweep(&a.traces, &a.out, &plan)
         }
         Command::Sim(SimCommand::Report { dir }) => sim::report(&dir),
         Command::Workloads => {

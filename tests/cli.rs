@@ -283,7 +283,14 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let slow_csv = std::fs::read_to_string(slow.join("sweep.csv")).unwrap();
     assert!(
-        slow_csv.lines().nth(1).unwrap().split(',').nth(4) == Some("50"),
+        slow_csv
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .nth(4)
+            .and_then(|f| f.parse::<f64>().ok())
+            == Some(50.0),
         "{slow_csv}"
     );
     assert!(interesting(&slow_csv) > interesting(&csv), "{slow_csv}\n{csv}");

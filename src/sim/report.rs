@@ -4,30 +4,11 @@
 use std::path::Path;
 
 use anyhow::Context;
-
-#[derive(serde::Deserialize)]
-struct Saved {
-    trace: String,
-    policy: String,
-    codec: String,
-    disk_ms: f64,
-    #[serde(default = "one")]
-    cpu_factor: f64,
-    memory_pages: usize,
-    #[serde(default)]
-    run_s: f64,
-    interesting: bool,
-    paging_s: f64,
-    lru_paging_s: f64,
-    normalized: Option<f64>,
-}
-
-fn one() -> f64 {
-    1.0
-}
+use ccvm_sim::plan::TraceSummary;
+use ccvm_sim::sweep::SweepRow;
 
 /// The distinct keys `key` gives the rows (those it gives one), sorted.
-fn distinct<K: Ord>(rows: &[Saved], key: impl Fn(&Saved) -> Option<K>) -> Vec<K> {
+fn distinct<K: Ord>(rows: &[SweepRow], key: impl Fn(&SweepRow) -> Option<K>) -> Vec<K> {
     let mut keys: Vec<K> = rows.iter().filter_map(key).collect();
     keys.sort();
     keys.dedup();
@@ -35,7 +16,7 @@ fn distinct<K: Ord>(rows: &[Saved], key: impl Fn(&Saved) -> Option<K>) -> Vec<K>
 }
 
 /// A row's disk cost in whole microseconds, to group rows by.
-fn disk_us(r: &Saved) -> u64 {
+fn disk_us(r: &SweepRow) -> u64 {
     (r.disk_ms * 1000.0) as u64
 }
 
@@ -43,8 +24,8 @@ fn disk_us(r: &Saved) -> u64 {
 /// policy's paging time over the best fixed share's at each size (the
 /// issue's target: within 10% everywhere in the interesting region). The
 /// fixed shares are every `fixedN` the sweep ran, and no compression.
-fn against_best_fixed(rows: &[Saved]) {
-    let at_5ms = |r: &&Saved| (r.disk_ms - 5.0).abs() < 1e-9;
+fn against_best_fixed(rows: &[SweepRow]) {
+    let at_5ms = |r: &&SweepRow| (r.disk_ms - 5.0).abs() < 1e-9;
     let keys = distinct(rows, |r| {
         (r.policy.starts_with("adaptive") && at_5ms(&r)).then(|| (r.policy.clone(), r.trace.clone(), r.codec.clone()))
     });
@@ -129,7 +110,8 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
             dir.display()
         )
     })?;
-    let rows: Vec<Saved> = serde_json::from_str(&text).with_context(|| format!("{} is not a sweep", path.display()))?;
+    let rows: Vec<SweepRow> =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a sweep", path.display()))?;
     let keys = distinct(&rows, |r| {
         (r.policy != "lru").then(|| (r.trace.clone(), r.codec.clone(), r.policy.clone(), disk_us(r)))
     });
@@ -173,18 +155,19 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         format!("{mean:>7.1} {min:>7.1} {max:>7.1} {}", v.len())
     };
     for (trace, codec, policy, disk) in keys {
-        let of: Vec<&Saved> = rows
+        let of: Vec<&SweepRow> = rows
             .iter()
             .filter(|r| {
                 r.trace == trace && r.codec == codec && r.policy == policy && (r.disk_ms * 1000.0) as u64 == disk
             })
             .collect();
-        let reduction = |r: &&Saved| r.normalized.map(|n| (1.0 - n) * 100.0);
+        let reduction = |r: &&SweepRow| r.normalized.map(|n| (1.0 - n) * 100.0);
         let region: Vec<f64> = of.iter().filter(|r| r.interesting).filter_map(reduction).collect();
         let all: Vec<f64> = of.iter().filter_map(reduction).collect();
         // End to end, so sizes where LRU barely pages do not dominate.
-        let completion =
-            |r: &&Saved| (r.run_s > 0.0).then(|| ((r.run_s + r.paging_s) / (r.run_s + r.lru_paging_s) - 1.0) * 100.0);
+        let completion = |r: &&SweepRow| {
+            (r.run_s > 0.0).then(|| ((r.run_s + r.paging_s) / (r.run_s + r.lru_paging_s) - 1.0) * 100.0)
+        };
         let mean = |v: Vec<f64>| {
             if v.is_empty() {
                 "-".to_string()
@@ -216,7 +199,7 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
 /// Prints, per trace, codec and disk cost, the adaptive policies' worst
 /// paging time against LRU's over every size at which LRU pages (issue
 /// 11's "no harm" bound is 1.05) and how many sizes exceed that bound.
-fn no_harm(rows: &[Saved]) {
+fn no_harm(rows: &[SweepRow]) {
     let keys = distinct(rows, |r| {
         r.policy
             .starts_with("adaptive")
@@ -249,26 +232,30 @@ fn no_harm(rows: &[Saved]) {
 /// Prints `traces.csv` (written by the sweep since it was added), if any:
 /// what each trace is, and its images' ratio per codec.
 fn print_traces(dir: &Path) {
-    let Ok(text) = std::fs::read_to_string(dir.join("traces.csv")) else {
+    let Ok(mut reader) = csv::Reader::from_path(dir.join("traces.csv")) else {
         return;
     };
     println!(
         "{:<12} {:>10} {:>9} {:>8} {:>13} {:<7} {:>9} {:>6} {:>7} {:>7}",
         "trace", "references", "footprint", "run s", "region (5 ms)", "codec", "images", "ratio", "comp us", "dec us"
     );
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        if f.len() != 12 {
-            continue;
-        }
-        let region = if f[5].is_empty() {
-            "-".to_string()
-        } else {
-            format!("{}..{}", f[5], f[6])
+    for s in reader.deserialize::<TraceSummary>().filter_map(Result::ok) {
+        let region = match (s.region_lo, s.region_hi) {
+            (Some(lo), Some(hi)) => format!("{lo}..{hi}"),
+            _ => "-".to_string(),
         };
         println!(
-            "{:<12} {:>10} {:>9} {:>8} {:>13} {:<7} {:>9} {:>6} {:>7} {:>7}",
-            f[0], f[1], f[2], f[4], region, f[7], f[8], f[9], f[10], f[11]
+            "{:<12} {:>10} {:>9} {:>8.6} {:>13} {:<7} {:>9} {:>6.3} {:>7.3} {:>7.3}",
+            s.trace,
+            s.references,
+            s.footprint_pages,
+            s.run_s,
+            region,
+            s.codec,
+            s.images,
+            s.ratio,
+            s.compress_us,
+            s.decompress_us
         );
     }
     println!();

@@ -5,7 +5,8 @@
 //! The primary abstractions are [`Trace`] (a trace loaded for replay),
 //! [`CodecCosts`] (each page image's compressed size and codec times) and
 //! [`simulate`]; [`lru_faults`] gives plain LRU's faults at every memory
-//! size from one stack-distance pass.
+//! size from one stack-distance pass; [`plan::SweepPlan`] plans and runs
+//! the study over many of them.
 //!
 //! # Design
 //!
@@ -19,6 +20,7 @@
 
 mod costs;
 mod load;
+pub mod plan;
 mod run;
 mod stack;
 pub mod sweep;

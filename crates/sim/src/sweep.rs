@@ -4,12 +4,14 @@
 
 use ccvm_codec::PAGE_SIZE;
 use ccvm_policy::{Budget, Costs, Params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{lru_faults, simulate, CodecCosts, SimConfig, Trace};
 
-/// One configuration's outcome.
-#[derive(Debug, Clone, Serialize)]
+/// One configuration's outcome: a row of `sweep.json` and `sweep.csv`,
+/// read back by `ccvm sim report` (fields added since the first sweeps
+/// default when absent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepRow {
     /// Trace name.
     pub trace: String,
@@ -21,21 +23,27 @@ pub struct SweepRow {
     pub disk_ms: f64,
     /// How many times slower the simulated CPU is than the one that timed
     /// the codecs and ran the program.
+    #[serde(default = "one")]
     pub cpu_factor: f64,
     /// Memory size, pages.
     pub memory_pages: usize,
     /// The program's own run time on the simulated CPU, seconds (paging
     /// excluded).
+    #[serde(default)]
     pub run_s: f64,
     /// Whether the size is in the trace's interesting region.
     pub interesting: bool,
     /// Cache hits.
+    #[serde(default)]
     pub cache_hits: u64,
     /// Disk faults.
+    #[serde(default)]
     pub disk_faults: u64,
     /// Compressions.
+    #[serde(default)]
     pub compressions: u64,
     /// Decompressions.
+    #[serde(default)]
     pub decompressions: u64,
     /// Paging time, seconds.
     pub paging_s: f64,
@@ -43,6 +51,10 @@ pub struct SweepRow {
     pub lru_paging_s: f64,
     /// paging_s / lru_paging_s; `None` when LRU does not page at this size.
     pub normalized: Option<f64>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// The interesting region of memory sizes for a program (paper 000 §4),
