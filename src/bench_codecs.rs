@@ -20,8 +20,8 @@ use ccvm_corpus::PageFile;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
+use crate::args::Format;
 use crate::report::{self, Row};
-use crate::Format;
 
 /// What to measure.
 pub struct Options {

@@ -22,8 +22,8 @@ use ccvm_corpus::PAGE_SIZE;
 use ccvm_store::{alloc::ALLOCATORS, Store, StoreConfig};
 use serde::Serialize;
 
+use crate::args::Format;
 use crate::report::{self, Row};
-use crate::Format;
 
 /// What to measure.
 pub struct Options {

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use ccvm_runtime::{ExecReport, ExecSettings};
 
+use crate::args::Format;
+use crate::report::RunRow;
+
 /// The preloaded library, built by build.rs.
 static PRELOAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libccvm_preload.so"));
 
@@ -23,8 +26,8 @@ pub struct ExecOptions {
     pub compare: bool,
     /// Run it unpaged only (for a program ccvm cannot page).
     pub unpaged: bool,
-    /// Print the report as JSON.
-    pub json: bool,
+    /// The report's form: text, JSON or CSV (a row per paged process).
+    pub format: Format,
     /// Also write the report, as JSON, to this file.
     pub report: Option<PathBuf>,
 }
@@ -202,10 +205,26 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
             .with_context(|| format!("writing {}", file.display()))?;
     }
     let mut err = std::io::stderr().lock();
-    if opts.json {
-        writeln!(err, "{}", serde_json::to_string_pretty(&summary)?)?;
-    } else {
-        print_summary(&mut err, &summary, pid)?;
+    match opts.format {
+        Format::Json => writeln!(err, "{}", serde_json::to_string_pretty(&summary)?)?,
+        Format::Csv => {
+            let rows: Vec<RunRow> = processes
+                .iter()
+                .map(|p| {
+                    let what = format!("{} {}", p.pid, p.command.first().map_or("", String::as_str));
+                    RunRow::new(
+                        what,
+                        &p.settings.policy,
+                        &p.settings.codec,
+                        p.settings.ram_bytes,
+                        summary.wall_s,
+                        &p.stats,
+                    )
+                })
+                .collect();
+            crate::report::write(&mut err, &rows, Format::Csv)?;
+        }
+        Format::Table => print_summary(&mut err, &summary, pid)?,
     }
     Ok(code)
 }

@@ -9,32 +9,8 @@ use ccvm_runtime::{Region, RuntimeConfig, RuntimeStats, TraceConfig};
 use ccvm_workload::Workload;
 use serde::Serialize;
 
+use crate::args::Format;
 use crate::report::{self, Row};
-use crate::Format;
-
-/// Parses a byte count: a number with an optional binary suffix (K, M, G;
-/// KiB, MiB, GiB), e.g. `64M` or `4096`.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size; write e.g. 64M, 1G or 4096"))?;
-    let scale = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1u64,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit '{other}' in '{s}'; use K, M or G")),
-    };
-    Ok((value * scale as f64) as u64)
-}
-
-/// Parses a duration such as `5ms` or `100us`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration ({e}); write e.g. 5ms or 100us"))
-}
 
 /// One paged run of a workload.
 pub struct RunOptions {
@@ -120,9 +96,20 @@ fn mib(b: u64) -> String {
 
 /// Prints one run in full.
 pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
-    if format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(r)?);
-        return Ok(());
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(r)?),
+        Format::Csv => {
+            let row = report::RunRow::new(r.workload.clone(), &r.policy, &r.codec, r.ram, r.wall_s, &r.stats);
+            report::print(&[row], Format::Csv)?;
+        }
+        Format::Table => {}
+    }
+    if format != Format::Table {
+        return if r.checksum_ok {
+            Ok(())
+        } else {
+            bail!("the paged run's checksum differs from plain memory's")
+        };
     }
     let s = &r.stats;
     let ok = if r.checksum_ok {

@@ -3,6 +3,7 @@
 //! Each subcommand is a thin layer over the workspace's crates; this crate
 //! owns argument parsing, progress display and report formatting only.
 
+mod args;
 mod bench_codecs;
 mod bench_kernel;
 mod bench_store;
@@ -15,7 +16,8 @@ mod sim;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use args::OutputArgs;
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -65,7 +67,7 @@ enum BenchCommand {
     PlainChild {
         #[arg(long)]
         workload: String,
-        #[arg(long, value_parser = live::parse_bytes)]
+        #[arg(long, value_parser = args::parse_bytes)]
         size: u64,
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -156,42 +158,41 @@ struct SweepArgs {
     runs: usize,
     /// Simulate a CPU this many times slower (2) or faster (0.5): multiplies the measured codec times and the
     /// program's own run time, which sets the interesting region.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = args::positive)]
     cpu_factor: f64,
     /// Disk costs per page read, ms, of the sensitivity study (Figure 6), run for the adaptive policies (adaptive, adaptive-safe) with the
     /// first codec; every policy also runs at 5 ms.
-    #[arg(long, value_delimiter = ',', default_values_t = ccvm_sim::plan::DISK_MS)]
+    #[arg(long, value_delimiter = ',', default_values_t = ccvm_sim::plan::DISK_MS, value_parser = args::positive)]
     disk_ms: Vec<f64>,
     /// Charge each page written to disk this many ms (default 0: writes are free, as in paper 000).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = args::non_negative)]
     write_ms: f64,
     /// Model the live runtime's trapped pages (`ccvm run --trap-share`): only references to that share of the
     /// oldest uncompressed pages reach the policy. Default: every reference does (exact recency).
-    #[arg(long)]
+    #[arg(long, value_parser = args::share)]
     trap_share: Option<f64>,
     /// Charge each compressed page an eighth more for the store's slack, as the live runtime's policy does
     /// (default: its compressed bytes and mapping entry only, as in paper 000).
     #[arg(long)]
     store_slack: bool,
     /// Imported plain traces (.txt: a page number per line; .csv: a `page` column): compression ratio.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = args::positive)]
     ratio: f64,
     /// Imported plain traces: compression time per page.
-    #[arg(long, value_parser = live::parse_duration, default_value = "4us")]
+    #[arg(long, value_parser = args::parse_duration, default_value = "4us")]
     compress_time: std::time::Duration,
     /// Imported plain traces: decompression time per page.
-    #[arg(long, value_parser = live::parse_duration, default_value = "2us")]
+    #[arg(long, value_parser = args::parse_duration, default_value = "2us")]
     decompress_time: std::time::Duration,
     /// Imported plain traces: the program's own run time (for the interesting region).
-    #[arg(long, value_parser = live::parse_duration, default_value = "0s")]
+    #[arg(long, value_parser = args::parse_duration, default_value = "0s")]
     run_time: std::time::Duration,
 }
 
 #[derive(Args)]
 struct DemoArgs {
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args)]
@@ -200,21 +201,21 @@ struct RunArgs {
     #[arg(long)]
     workload: String,
     /// Region size, e.g. 256M.
-    #[arg(long, value_parser = live::parse_bytes)]
+    #[arg(long, value_parser = args::parse_bytes)]
     size: u64,
     /// RAM budget for uncompressed pages plus the compression cache, e.g. 64M.
-    #[arg(long, value_parser = live::parse_bytes)]
+    #[arg(long, value_parser = args::parse_bytes)]
     ram: u64,
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = args::share)]
     uncompressed_share: f64,
     #[arg(long, default_value = "adaptive", value_parser = ccvm_policy::parse_name, help = ccvm_policy::help())]
     policy: String,
     /// Cost of a disk fault for the adaptive policy (plus --disk-latency).
-    #[arg(long, value_parser = live::parse_duration, default_value = "100us")]
+    #[arg(long, value_parser = args::parse_duration, default_value = "100us")]
     disk_cost: std::time::Duration,
     /// Cost of a compression-cache fault for the adaptive policy.
-    #[arg(long, value_parser = live::parse_duration, default_value = "25us")]
+    #[arg(long, value_parser = args::parse_duration, default_value = "25us")]
     cache_cost: std::time::Duration,
     /// Codec of the compression cache (see `ccvm codecs`). The default, hybrid, keeps WKdm's speed and ratio
     /// on pages of numbers and LZ4's ratio on pages of strings.
@@ -224,7 +225,7 @@ struct RunArgs {
     #[arg(long)]
     swap_dir: Option<PathBuf>,
     /// Added to each swap-file read, to emulate a slower disk, e.g. 5ms.
-    #[arg(long, value_parser = live::parse_duration)]
+    #[arg(long, value_parser = args::parse_duration)]
     disk_latency: Option<std::time::Duration>,
     /// How faults are served: signal (in the faulting thread, fast) or thread (a handler thread; system calls
     /// into paged memory work).
@@ -241,7 +242,7 @@ struct RunArgs {
     /// Share of uncompressed pages kept trapped (unmapped, uncompressed) so that their touches are seen: an
     /// approximation of LRU for resident pages (frames must move: not with --copy-frames). 0 replaces them in
     /// fault order.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = args::share)]
     trap_share: f64,
     /// Most pages read ahead from the compression cache when cache faults walk through memory in order (the
     /// window doubles from 2 while they do); 0 turns read-ahead off.
@@ -254,18 +255,17 @@ struct RunArgs {
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args)]
 struct ExecArgs {
     /// RAM budget of the program's heap: uncompressed pages plus the compression cache, e.g. 64M.
-    #[arg(long, value_parser = live::parse_bytes, default_value = "128M")]
+    #[arg(long, value_parser = args::parse_bytes, default_value = "128M")]
     ram: u64,
     /// Address space reserved for the heap; what the program allocates beyond it is not paged.
-    #[arg(long, value_parser = live::parse_bytes, default_value = "4G")]
+    #[arg(long, value_parser = args::parse_bytes, default_value = "4G")]
     heap: u64,
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
     #[arg(long, default_value_t = 0.5)]
@@ -290,10 +290,10 @@ struct ExecArgs {
     #[arg(long)]
     compress_in_fault: bool,
     /// Cost of a disk fault for the adaptive policy.
-    #[arg(long, value_parser = live::parse_duration, default_value = "100us")]
+    #[arg(long, value_parser = args::parse_duration, default_value = "100us")]
     disk_cost: std::time::Duration,
     /// Cost of a compression-cache fault for the adaptive policy.
-    #[arg(long, value_parser = live::parse_duration, default_value = "25us")]
+    #[arg(long, value_parser = args::parse_duration, default_value = "25us")]
     cache_cost: std::time::Duration,
     /// Run the program unpaged first (output discarded) and show both wall times.
     #[arg(long)]
@@ -301,9 +301,9 @@ struct ExecArgs {
     /// Run the program without ccvm: for a program ccvm cannot page (statically linked).
     #[arg(long)]
     unpaged: bool,
-    /// Print the report as JSON (on standard error, like the text report).
-    #[arg(long)]
-    json: bool,
+    /// --json or --csv: the report in that form (on standard error, like the text report).
+    #[command(flatten)]
+    output: OutputArgs,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     report: Option<PathBuf>,
@@ -327,10 +327,10 @@ struct TraceArgs {
     #[arg(long, requires = "command")]
     exec: bool,
     /// With --exec: address space reserved for the program's heap.
-    #[arg(long, value_parser = live::parse_bytes, default_value = "4G")]
+    #[arg(long, value_parser = args::parse_bytes, default_value = "4G")]
     heap: u64,
     /// Region size, e.g. 64M.
-    #[arg(long, value_parser = live::parse_bytes, default_value = "16M")]
+    #[arg(long, value_parser = args::parse_bytes, default_value = "16M")]
     size: u64,
     /// Uncompressed pages kept while tracing: references to them are not seen.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(2..))]
@@ -347,17 +347,6 @@ struct TraceArgs {
     /// With --exec: the program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
     command: Vec<String>,
-}
-
-/// Output format of a report.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-pub enum Format {
-    /// An aligned text table.
-    Table,
-    /// JSON.
-    Json,
-    /// CSV with a header line.
-    Csv,
 }
 
 #[derive(Args)]
@@ -378,32 +367,9 @@ struct BenchCodecsArgs {
     output: OutputArgs,
 }
 
-/// The output flags every report takes.
-#[derive(Args)]
-struct OutputArgs {
-    /// Print JSON instead of a table.
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    /// Print CSV instead of a table.
-    #[arg(long)]
-    csv: bool,
-}
-
-impl OutputArgs {
-    fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else if self.csv {
-            Format::Csv
-        } else {
-            Format::Table
-        }
-    }
-}
-
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo(args) => live::demo(if args.json { Format::Json } else { Format::Table }),
+        Command::Demo(args) => live::demo(args.output.format()),
         Command::Run(args) => {
             let workload = ccvm_workload::by_name(&args.workload).map_err(anyhow::Error::msg)?;
             let opts = live::RunOptions {
@@ -429,15 +395,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 },
             };
             let report = live::run_one("run", &opts)?;
-            live::print_run(&report, if args.json { Format::Json } else { Format::Table })
+            live::print_run(&report, args.output.format())
         }
         Command::Exec(args) => {
-            if !(0.0..=1.0).contains(&args.uncompressed_share) {
-                anyhow::bail!(
-                    "--uncompressed-share must be between 0 and 1, got {}",
-                    args.uncompressed_share
-                );
-            }
             ccvm_codec::by_name(&args.codec).map_err(anyhow::Error::msg)?;
             let settings = ccvm_runtime::ExecSettings {
                 ram_bytes: args.ram,
@@ -460,7 +420,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 command: args.command,
                 compare: args.compare,
                 unpaged: args.unpaged,
-                json: args.json,
+                format: args.output.format(),
                 report: args.report,
             })?;
             std::process::exit(code);
@@ -475,18 +435,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             live::trace(workload, args.size, args.seed, args.window, &args.codec, args.out)
         }
         Command::Sim(SimCommand::Sweep(a)) => {
-            if !(a.cpu_factor.is_finite() && a.cpu_factor > 0.0) {
-                anyhow::bail!("--cpu-factor must be a positive number, got {}", a.cpu_factor);
-            }
-            if let Some(bad) = a.disk_ms.iter().find(|d| !(d.is_finite() && **d > 0.0)) {
-                anyhow::bail!("--disk-ms takes positive numbers of ms (e.g. 0.625,5), got {bad}");
-            }
-            if let Some(t) = a.trap_share.filter(|t| !(0.0..=1.0).contains(t)) {
-                anyhow::bail!("--trap-share must be between 0 and 1, got {t}");
-            }
-            if !(a.write_ms.is_finite() && a.write_ms >= 0.0) {
-                anyhow::bail!("--write-ms must be zero or more, got {}", a.write_ms);
-            }
             for c in &a.codecs {
                 ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
             }
@@ -575,7 +523,19 @@ fn main() -> ExitCode {
     // command-line tools do, rather than panic on the failed write.
     // SAFETY: setting a signal's disposition to its default.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    match run(Cli::parse()) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // One line, as every other error: clap's first, which names
+            // the flag and what is wrong with its value.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or_default();
+            eprintln!("ccvm: {}; see --help", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ccvm: {e:#}");

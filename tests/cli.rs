@@ -172,6 +172,7 @@ fn bad_run_settings_give_one_line() {
     for (extra, needles) in [
         (&["--codec", "zip"][..], &["unknown codec"][..]),
         (&["--uncompressed-share", "2"], &["between 0 and 1"]),
+        (&["--policy", "lfu"], &["unknown policy 'lfu'", "adaptive-safe"]),
         (
             &["--swap-dir", "/no/such/dir"],
             &["cannot create a swap file in /no/such/dir", "--swap-dir"],
@@ -297,7 +298,7 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     let report = ccvm(&["sim", "report", slow.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&report.stdout).contains("50 times slower"));
     *args.last_mut().unwrap() = "0";
-    fails_with_one_line(&ccvm(&args), &["--cpu-factor must be a positive number"]);
+    fails_with_one_line(&ccvm(&args), &["--cpu-factor", "must be a positive number"]);
     *args.last_mut().unwrap() = "1";
     // Exact sizes instead of log-spaced ones.
     let exact = dir.join("exact");
@@ -323,7 +324,7 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     sizes.dedup();
     assert_eq!(sizes, ["100", "40"]);
     args.extend(["--disk-ms", "0.625,-1"]);
-    fails_with_one_line(&ccvm(&args), &["--disk-ms takes positive numbers", "-1"]);
+    fails_with_one_line(&ccvm(&args), &["--disk-ms", "must be a positive number", "-1"]);
 
     let bytes = std::fs::read(&trace).unwrap();
     let cut = dir.join("cut.trace");

@@ -18,8 +18,8 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use crate::args::Format;
 use crate::report::{self, Row};
-use crate::Format;
 
 pub use setup::{check_machine, zram_available};
 use setup::{Cgroup, Zram, Zswap};
@@ -71,8 +71,8 @@ pub fn parse_case(s: &str) -> Result<Case, String> {
         ));
     };
     ccvm_workload::by_name(workload)?;
-    let size = crate::live::parse_bytes(size)?;
-    let limit = crate::live::parse_bytes(limit)?;
+    let size = crate::args::parse_bytes(size)?;
+    let limit = crate::args::parse_bytes(limit)?;
     if limit >= size {
         return Err(format!(
             "in '{s}' the limit is not below the size: nothing would be swapped"
@@ -105,7 +105,7 @@ pub fn parse_program(s: &str) -> Result<Case, String> {
             label: label.into(),
             command,
         },
-        limit: crate::live::parse_bytes(limit)?,
+        limit: crate::args::parse_bytes(limit)?,
     })
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::sweep::{interesting_region, log_sizes, lru_disk_faults, lru_paging_ns, run_point, SweepRow};
+use crate::sweep::{interesting_region, log_sizes, lru_disk_faults, lru_paging_ns, run_point, PointSpec, SweepRow};
 use crate::{CodecCosts, SimConfig, SimError, Trace};
 
 /// Disk costs of the sensitivity study, ms: paper 000 Figure 6's, plus
@@ -329,17 +329,17 @@ impl SweepPlan {
                     store_slack: self.store_slack,
                 };
                 let l = p.loaded;
-                let r = run_point(
-                    &l.name,
-                    &l.trace,
-                    p.costs,
-                    &l.lru,
-                    self.run_time_ns(&l.trace),
-                    p.policy,
-                    p.pages,
-                    &config,
-                    p.cache_cost_ns,
-                );
+                let spec = PointSpec {
+                    name: &l.name,
+                    trace: &l.trace,
+                    costs: p.costs,
+                    lru: &l.lru,
+                    run_time_ns: self.run_time_ns(&l.trace),
+                    policy: p.policy,
+                    pages: p.pages,
+                    cache_cost_ns: p.cache_cost_ns,
+                };
+                let r = run_point(&spec, &config);
                 done();
                 r.map_err(SimError::Config)
             })

@@ -112,19 +112,43 @@ pub fn log_sizes(lo: usize, hi: usize, count: usize) -> Vec<usize> {
     v
 }
 
-/// Simulates one configuration and compares it with LRU.
-#[allow(clippy::too_many_arguments)]
-pub fn run_point(
-    name: &str,
-    trace: &Trace,
-    costs: &CodecCosts,
-    lru: &[u64],
-    run_time_ns: f64,
-    policy: &str,
-    pages: usize,
-    config: &SimConfig,
-    cache_cost_ns: f64,
-) -> Result<SweepRow, String> {
+/// One configuration of a sweep: a trace at a memory size, with a codec's
+/// costs and a policy.
+pub struct PointSpec<'a> {
+    /// The trace's name in the row.
+    pub name: &'a str,
+    /// The trace.
+    pub trace: &'a Trace,
+    /// The codec's costs over its images.
+    pub costs: &'a CodecCosts,
+    /// LRU's disk faults at every size ([`lru_disk_faults`]).
+    pub lru: &'a [u64],
+    /// The program's own run time on the simulated CPU, ns.
+    pub run_time_ns: f64,
+    /// The policy's name.
+    pub policy: &'a str,
+    /// Memory, pages.
+    pub pages: usize,
+    /// What the adaptive policies take a cache hit to cost, ns.
+    pub cache_cost_ns: f64,
+}
+
+/// Simulates one configuration under `config` and compares it with LRU.
+///
+/// # Errors
+///
+/// An unknown policy name.
+pub fn run_point(spec: &PointSpec<'_>, config: &SimConfig) -> Result<SweepRow, String> {
+    let PointSpec {
+        name,
+        trace,
+        costs,
+        lru,
+        run_time_ns,
+        policy,
+        pages,
+        cache_cost_ns,
+    } = *spec;
     let budget = Budget {
         ram_bytes: (pages * PAGE_SIZE) as u64,
         page_size: PAGE_SIZE as u64,
