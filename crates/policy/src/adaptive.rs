@@ -480,7 +480,7 @@ mod tests {
     use super::*;
     use crate::levels::testing::drive;
 
-    const PAGE: u64 = 4096;
+    use crate::levels::testing::PAGE;
 
     /// (disk faults, cache hits) over `refs`, every page compressing to
     /// `bytes`.
@@ -502,10 +502,7 @@ mod tests {
     }
 
     fn budget() -> Budget {
-        Budget {
-            ram_bytes: 100 * PAGE,
-            page_size: PAGE,
-        }
+        crate::levels::testing::budget(100)
     }
 
     #[test]

@@ -105,14 +105,7 @@ impl Policy for FixedSplit {
 mod tests {
     use super::*;
 
-    const PAGE: u64 = 4096;
-
-    fn budget(pages: u64) -> Budget {
-        Budget {
-            ram_bytes: pages * PAGE,
-            page_size: PAGE,
-        }
-    }
+    use crate::levels::testing::budget;
 
     #[test]
     fn no_compression_swaps_out_in_recency_order() {

@@ -111,7 +111,18 @@ pub(crate) use delegate_to_levels;
 pub(crate) mod testing {
     use std::collections::HashMap;
 
-    use crate::{Action, Level, Policy};
+    use crate::{Action, Budget, Level, Policy};
+
+    /// The page size of the policies' tests.
+    pub const PAGE: u64 = 4096;
+
+    /// A budget of `pages` pages.
+    pub fn budget(pages: u64) -> Budget {
+        Budget {
+            ram_bytes: pages * PAGE,
+            page_size: PAGE,
+        }
+    }
 
     /// What a drive saw.
     pub struct Drive {

@@ -154,14 +154,7 @@ mod tests {
     use super::*;
     use crate::levels::testing::drive;
 
-    const PAGE: u64 = 4096;
-
-    fn budget(pages: u64) -> Budget {
-        Budget {
-            ram_bytes: pages * PAGE,
-            page_size: PAGE,
-        }
-    }
+    use crate::levels::testing::{budget, PAGE};
 
     /// Runs refs, compressing every page to `bytes`; returns all actions.
     fn run(p: &mut Pool, refs: &[u64], bytes: u64) -> Vec<Action> {

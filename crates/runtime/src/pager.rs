@@ -190,37 +190,28 @@ pub struct PagerParts {
 
 impl Pager {
     pub fn new(parts: PagerParts) -> Pager {
-        let PagerParts {
-            uffd,
-            base,
-            pages,
-            ram_bytes,
-            store,
-            codec,
-            swap,
-            policy,
-            trace,
-            move_frames,
-            trap_share,
-        } = parts;
         let stats = RuntimeStats {
-            uncompressed_pages: policy.uncompressed_limit(),
-            cache_budget: policy.cache_limit(),
+            uncompressed_pages: parts.policy.uncompressed_limit(),
+            cache_budget: parts.policy.cache_limit(),
             ..RuntimeStats::default()
         };
-        let frames = if move_frames { Frames::new(&uffd, pages) } else { None };
-        let traps = (frames.is_some() && trap_share > 0.0).then(|| Traps::new(trap_share));
+        let frames = if parts.move_frames {
+            Frames::new(&parts.uffd, parts.pages)
+        } else {
+            None
+        };
+        let traps = (frames.is_some() && parts.trap_share > 0.0).then(|| Traps::new(parts.trap_share));
         Pager {
-            uffd,
-            base,
-            ram_bytes,
-            store,
-            codec,
-            swap,
-            policy,
-            trace,
+            state: untouched(parts.pages),
+            uffd: parts.uffd,
+            base: parts.base,
+            ram_bytes: parts.ram_bytes,
+            store: parts.store,
+            codec: parts.codec,
+            swap: parts.swap,
+            policy: parts.policy,
+            trace: parts.trace,
             snapshot: RuntimeStats::default(),
-            state: untouched(pages),
             resident: 0,
             actions: Vec::new(),
             moved: Vec::new(),
