@@ -11,31 +11,26 @@
 //! decompression, and a disk fault if p ≥ E. Decayed counts of both, per
 //! target, give each target's paging cost; the cheapest wins.
 //!
-//! Choices, where the paper leaves room:
+//! Choices, where the paper leaves room (the measurements behind each are
+//! in `docs/results.md`, "Doing no harm", and `docs/results-builtin.md`):
 //! * The targets are the paper's by default. [`FINE_TARGETS`] (policy
 //!   `adaptive-fine`) adds 3% and 6%: just below a program's footprint the
-//!   right cache holds a few pages, and 10% of memory is too much. At
-//!   paper 000's CPU speed that took hashindex's mean paging-time
-//!   reduction over its interesting region from 11% to 48% and objheap's
-//!   from 0% to 30% (`docs/results-builtin.md`).
+//!   right cache holds a few pages, and 10% of memory is too much.
 //! * Only "interesting" touches count and advance time: those that would
 //!   be cache hits under some target (M/2 ≤ p < the largest E), as §3.2
 //!   defines them. A touch beyond every target's reach, a first touch
 //!   included, is a fault under all of them alike, so it cannot change the
-//!   choice; it leaves the counts and the clock alone. Each interesting
-//!   event multiplies the weight of all earlier ones by d, with d^M = 0.2
-//!   (the M-th most recent event weighs 20% of the newest), implemented by
-//!   growing the increment.
+//!   choice. Each interesting event multiplies the weight of all earlier
+//!   ones by d, with d^M = 0.2 (the M-th most recent event weighs 20% of
+//!   the newest), implemented by growing the increment.
 //! * The target is chosen again only when a compressed or swapped page is
 //!   touched, and memory moves between the levels on demand (§3.1), one
 //!   page per fault: a fault compresses the oldest uncompressed page to
 //!   make room for its own, and one more while more than the target's
 //!   uncompressed frames are held; the oldest compressed pages spill while
-//!   memory is over budget. Moving the whole way at once compressed up to
-//!   half of memory on one fault, wasted when the next faults reversed the
-//!   choice. At paper 000's CPU speed, one page per fault brought graph's
-//!   mean paging time over its interesting region from 1.95 to 1.61 times
-//!   LRU's (`docs/results-builtin.md`).
+//!   memory is over budget. Moving the whole way at once compresses up to
+//!   half of memory on one fault, wasted when the next faults reverse the
+//!   choice.
 //! * Pages are compressed before they go to disk, as the paper assumes,
 //!   so a 0% target compresses and spills at once.
 //! * The ratio r is the page size over a moving average (weight 1/64) of
@@ -51,62 +46,45 @@
 //! * **No harm: a running comparison with plain LRU.** The recency order
 //!   says, for every touch, whether LRU over the same frames would have
 //!   faulted (a page touched before, at position ≥ M), so the policy keeps
-//!   LRU's paging cost beside its own (disk faults, plus the codec's
-//!   compression cost per compression and its decompression cost per
-//!   decompression, from the cache or from disk: `Costs::compress_share`
-//!   splits the round trip; an even split let sqlite's trace at the
-//!   paper's CPU with LZO and LZ4, which compress 2.2 and 4.3 times
-//!   slower than they decompress, reach 1.29 and 1.25 times LRU). Compression is allowed only while its own total, plus
-//!   the cost of one more disk fault, stays within 2% of LRU's
-//!   ([`SAFE_ALLOWANCE`]); otherwise the target is 0 whatever the analysis
-//!   says, at the next fault. The spare fault is there because the guard
-//!   sees a fault's cost only once it is paid: at this machine's CPU one
-//!   fault costs a thousand compressions, and without it gcc's trace near
-//!   its footprint (LRU: 18 faults in the whole run) took 38 faults after
-//!   234 compressions that the allowance could pay, 2.12 times LRU's
-//!   paging time. So a program whose LRU run pays fewer than 50 faults is
-//!   never compressed. Between faults the
-//!   check is made before every compression too: a program that keeps
-//!   touching new pages pushes a page into the cache per touch, and that
-//!   alone ran gcc's trace to 3 times LRU's paging time at 0.625 ms. There,
-//!   past the allowance, room is made only as memory fills and oldest
+//!   LRU's paging cost beside its own: disk faults, plus each compression
+//!   and decompression at the codec's own split of a round trip
+//!   (`Costs::compress_share`), since codecs that compress several times
+//!   slower than they decompress are undercharged by an even split.
+//!   Compression is allowed only while its own total, plus the cost of one
+//!   more disk fault, stays within 2% of LRU's ([`SAFE_ALLOWANCE`]);
+//!   otherwise the target is 0 whatever the analysis says, at the next
+//!   fault. The spare fault is there because the guard sees a fault's cost
+//!   only once it is paid, and on a fast CPU one fault costs a thousand
+//!   compressions: a program whose LRU run pays fewer than 50 faults is
+//!   never compressed.
+//! * Between faults the check is made before every compression too, since
+//!   a program touching new pages pushes a page into the cache per touch.
+//!   Past the allowance, room is made only as memory fills and oldest
 //!   first: the cache's oldest pages are spilled, and only when it is
-//!   empty do uncompressed pages go to disk as they are. Sending the
-//!   oldest uncompressed pages out raw while the cache kept older ones
-//!   evicted pages LRU still held: sqlite's trace with LZ4 at the paper's
-//!   CPU, in 3,486 pages, then took 68 disk faults after the guard had
-//!   stopped compressing, in a stretch where LRU took none, and ended at
-//!   1.21 times LRU's paging time. Two other answers were measured on the real
-//!   programs' traces at the paper's CPU speed (`bench/programs/study.sh`).
-//!   Setting the target to 0 at once drained the cache on every small
-//!   overrun and threw away what compression had invested before its hits
-//!   came: at 5 ms gcc's mean reduction over its interesting region fell
-//!   from 21% to 1%, python's from 31% to 8%. Keeping the split where it
-//!   was while pages went out raw left memory the cache had freed unused:
-//!   up to 1.29 times LRU's paging time (gcc, 10 ms). Trying again needs
-//!   no rule of its own: while off, the policy costs what LRU does, and
-//!   the allowance grows with LRU's cost until the analysis may try a
-//!   share again. 2% leaves room for the drain of what was compressed.
+//!   empty do uncompressed pages go to disk as they are; sending the oldest
+//!   uncompressed pages out while the cache kept older ones would evict
+//!   pages LRU still holds. Setting the target to 0 at once instead would
+//!   drain the cache on every small overrun and throw away what
+//!   compression had invested before its hits came. Trying again needs no
+//!   rule of its own: while off, the policy costs what LRU does, and the
+//!   allowance grows with LRU's cost until the analysis may try a share
+//!   again. 2% leaves room for the drain of what was compressed.
 //! * **The ledger pays what the codec took**, where the mechanism measures
 //!   it ([`Policy::codec_time`]: the simulator knows each page's times),
-//!   and the mean round trip where it does not (live). The pages sqlite
-//!   compressed near its footprint took 19% longer than its trace's mean,
-//!   enough alone to keep it at 1.07 times LRU.
+//!   and the mean round trip where it does not (live): pages near a
+//!   program's footprint need not be the mean page.
 //! * **At the 0% target pages go to disk uncompressed**, all but one in
 //!   64, which is compressed so that r stays known, and only out of half
-//!   the allowance. Compressing every page on its way to disk made the
-//!   paper's policy 45–60% slower than LRU at every size with a fast disk
-//!   (0.625 ms against 0.1–0.4 ms per compression at the paper's CPU).
+//!   the allowance: compressing every page on its way to disk is what makes
+//!   the paper's policy slower than LRU with a fast disk.
 //! * r starts as a plain mean of the first 64 sizes (few are sampled), and
 //!   when it moves 25% away from the ratio the counts were made under, the
 //!   counts start again: they were classified with the wrong E.
-//! * **Why it is not the default.** The guard's price is the investment
-//!   compression needs before its hits come, and the live runtime cannot
-//!   afford it: there a cache fault costs a quarter of a disk fault (25
-//!   against 100 µs), the 2% allowance pays for about one compression in
-//!   eight faults, and every share the analysis tried was stopped before
-//!   it served a hit. `ccvm run --workload graph --size 128M --ram 120M`
-//!   took 10.3 s with no cache faults, against 2.7 s with `adaptive`.
+//! * **Why it is not the live default.** Live, the recency order holds only
+//!   faults, so "would LRU have faulted" cannot be read off it exactly, and
+//!   the guard's price, the investment compression needs before its hits
+//!   come, leaves the live cache nearly unused (`docs/results.md`, "Live,
+//!   the paper's policy does harm").
 
 use crate::levels::Levels;
 use crate::recency::Recency;
