@@ -99,14 +99,8 @@ enum PageState {
 }
 
 pub(crate) struct Pager {
-    pub uffd: Uffd,
-    pub base: usize,
-    pub ram_bytes: u64,
-    pub store: Arc<Store>,
-    pub codec: Box<dyn Codec>,
-    pub swap: SwapFile,
-    pub policy: Box<dyn Policy>,
-    pub trace: Option<TraceWriter>,
+    /// What it was made of: the region and the levels that hold its pages.
+    pub parts: PagerParts,
     snapshot: RuntimeStats,
     state: Vec<PageState>,
     resident: usize,
@@ -203,14 +197,7 @@ impl Pager {
         let traps = (frames.is_some() && parts.trap_share > 0.0).then(|| Traps::new(parts.trap_share));
         Pager {
             state: untouched(parts.pages),
-            uffd: parts.uffd,
-            base: parts.base,
-            ram_bytes: parts.ram_bytes,
-            store: parts.store,
-            codec: parts.codec,
-            swap: parts.swap,
-            policy: parts.policy,
-            trace: parts.trace,
+            parts,
             snapshot: RuntimeStats::default(),
             resident: 0,
             actions: Vec::new(),
@@ -253,7 +240,7 @@ impl Pager {
         helper.collect(|f: Finished<'_>| {
             let page = f.page as usize;
             debug_assert!(matches!(self.state[page], PageState::Pending));
-            match self.store.put_stored(f.page, f.stored, f.bytes) {
+            match self.parts.store.put_stored(f.page, f.stored, f.bytes) {
                 Ok(len) => {
                     self.stats.pages_compressed_background += 1;
                     self.compressed(page, len);
@@ -278,13 +265,13 @@ impl Pager {
     }
 
     fn addr(&self, page: usize) -> usize {
-        self.base + page * PAGE_SIZE
+        self.parts.base + page * PAGE_SIZE
     }
 
     /// Serves every pending fault event (event mode).
     fn drain_events(&mut self) {
         loop {
-            match self.uffd.read_fault() {
+            match self.parts.uffd.read_fault() {
                 Ok(Some(fault)) => self.handle(fault),
                 Ok(None) => break,
                 Err(e) => fatal(format!("reading userfaultfd events: {e}")),
@@ -301,13 +288,13 @@ impl Pager {
     /// Ends paging: the final counters and the trace writer, if any, for
     /// the caller to finish.
     pub fn finish(&mut self) -> (RuntimeStats, Option<TraceWriter>) {
-        (self.stats(), self.trace.take())
+        (self.stats(), self.parts.trace.take())
     }
 
     fn publish(&mut self) {
         let mut s = self.stats.clone();
-        s.swap = self.swap.stats;
-        s.store = self.store.stats();
+        s.swap = self.parts.swap.stats;
+        s.store = self.parts.store.stats();
         s.latency_cache = Timers::summary(&self.timers.cache);
         s.latency_disk = Timers::summary(&self.timers.disk);
         s.latency_zero = Timers::summary(&self.timers.zero);
@@ -320,7 +307,7 @@ impl Pager {
     /// Serves one fault, from an event (event mode) or a SIGBUS raised in
     /// the faulting thread.
     pub fn handle(&mut self, fault: Fault) {
-        let page = fault.addr.wrapping_sub(self.base) / PAGE_SIZE;
+        let page = fault.addr.wrapping_sub(self.parts.base) / PAGE_SIZE;
         if page >= self.state.len() {
             return;
         }
@@ -335,7 +322,7 @@ impl Pager {
     }
 
     fn wake(&self, page: usize) {
-        if let Err(e) = self.uffd.wake(self.addr(page), PAGE_SIZE) {
+        if let Err(e) = self.parts.uffd.wake(self.addr(page), PAGE_SIZE) {
             fatal(format!("userfaultfd wake: {e}"));
         }
     }
@@ -368,15 +355,15 @@ impl Pager {
         let r = match target {
             // SAFETY: the source is our own 4096-byte buffer; the
             // destination is a page of the registered region.
-            Target::Buffer => unsafe { self.uffd.copy(self.page.as_ptr(), dst, PAGE_SIZE) },
+            Target::Buffer => unsafe { self.parts.uffd.copy(self.page.as_ptr(), dst, PAGE_SIZE) },
             Target::Frame(slot) => {
                 let frames = self.frames.as_mut().expect("a frame target has frames");
-                match frames.map(&self.uffd, slot, dst) {
+                match frames.map(&self.parts.uffd, slot, dst) {
                     // Shared with a forked child after all: copy it instead.
                     Err(nix::errno::Errno::EBUSY) => {
                         // SAFETY: the source is the frame, mapped in our
                         // shadow; the destination a page of the region.
-                        let r = unsafe { self.uffd.copy(frames.slot(slot) as *const u8, dst, PAGE_SIZE) };
+                        let r = unsafe { self.parts.uffd.copy(frames.slot(slot) as *const u8, dst, PAGE_SIZE) };
                         frames.give_back(slot);
                         r
                     }
@@ -447,7 +434,7 @@ impl Pager {
                 // write replaces the zero page with the kernel's own. If
                 // the program dropped the mapping meanwhile, the retry
                 // faults as missing and is served as resident (zeros).
-                if let Err(e) = self.uffd.write_unprotect(self.addr(page), PAGE_SIZE) {
+                if let Err(e) = self.parts.uffd.write_unprotect(self.addr(page), PAGE_SIZE) {
                     fatal(format!("userfaultfd write-unprotect: {e}"));
                 }
                 self.stats.faults_zero += 1;
@@ -464,7 +451,7 @@ impl Pager {
                 Level::Compressed
             }
             PageState::Disk(slot) => {
-                let stored = match self.swap.read(page as u64, slot, &mut self.payload) {
+                let stored = match self.parts.swap.read(page as u64, slot, &mut self.payload) {
                     Ok(s) => s,
                     Err(e) => fatal(e),
                 };
@@ -484,12 +471,12 @@ impl Pager {
         };
         timer.saturating_record(ns.max(1));
         self.now_resident(page, from);
-        if let Some(t) = &mut self.trace {
+        if let Some(t) = &mut self.parts.trace {
             if let Err(e) = t.reference(page as u64, write) {
                 fatal(format!("writing the trace: {e}"));
             }
         }
-        self.policy.touch(page as u64, from, &mut self.actions);
+        self.parts.policy.touch(page as u64, from, &mut self.actions);
         self.after_touch();
         if matches!(from, Level::Compressed | Level::New) {
             let window = window.unwrap_or_else(|| self.streams.fault(page));
@@ -516,7 +503,7 @@ impl Pager {
     /// write-protected so that its first write faults.
     fn map_zero_read(&mut self, page: usize) {
         self.map_zero_page(page);
-        if let Err(e) = self.uffd.write_protect(self.addr(page), PAGE_SIZE) {
+        if let Err(e) = self.parts.uffd.write_protect(self.addr(page), PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
         }
         self.state[page] = PageState::Zero;
@@ -525,7 +512,7 @@ impl Pager {
     /// Maps the kernel's zero page at `page`; if something is mapped there
     /// already (another thread's fault won), only wakes its waiters.
     fn map_zero_page(&self, page: usize) {
-        match self.uffd.zeropage(self.addr(page), PAGE_SIZE) {
+        match self.parts.uffd.zeropage(self.addr(page), PAGE_SIZE) {
             Ok(()) => {}
             Err(nix::errno::Errno::EEXIST) => self.wake(page),
             Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
@@ -540,7 +527,7 @@ impl Pager {
         // SAFETY: `out` is our buffer or a spare frame, not part of the
         // store; detach it from `self` to lend the store.
         let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
-        if let Err(e) = self.store.take(page as u64, out) {
+        if let Err(e) = self.parts.store.take(page as u64, out) {
             fatal(e);
         }
         self.map_page(page, target);
@@ -567,7 +554,7 @@ impl Pager {
                 _ => continue,
             }
             self.now_resident(next, from);
-            self.policy.touch(next as u64, from, &mut self.actions);
+            self.parts.policy.touch(next as u64, from, &mut self.actions);
             self.after_touch();
         }
     }
@@ -603,7 +590,7 @@ impl Pager {
             let page = p as usize;
             let addr = self.addr(page);
             let frames = self.frames.as_mut().expect("traps come with a shadow");
-            match frames.park(&self.uffd, page, addr) {
+            match frames.park(&self.parts.uffd, page, addr) {
                 Ok(()) => self.state[page] = PageState::Trapped,
                 Err(_) => self.traps.as_mut().expect("checked").untrap(p),
             }
@@ -627,7 +614,7 @@ impl Pager {
                 .for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
             Stored::Raw => out.copy_from_slice(&self.payload),
             Stored::Compressed(n) => {
-                if let Err(e) = self.codec.decompress(&self.payload[..n], out) {
+                if let Err(e) = self.parts.codec.decompress(&self.payload[..n], out) {
                     fatal(format!("page {page} read from the swap file does not decode: {e}"));
                 }
                 self.stats.pages_decompressed += 1;
@@ -659,11 +646,11 @@ impl Pager {
             return Target::Frame(page);
         }
         if let Some(frames) = &mut self.frames {
-            if frames.park(&self.uffd, page, addr).is_ok() {
+            if frames.park(&self.parts.uffd, page, addr).is_ok() {
                 return Target::Frame(page);
             }
         }
-        if let Err(e) = self.uffd.write_protect(addr, PAGE_SIZE) {
+        if let Err(e) = self.parts.uffd.write_protect(addr, PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
         }
         // SAFETY: the page is mapped (resident) and write-protected, so no
@@ -700,12 +687,12 @@ impl Pager {
             Stored::Compressed(n) => &bytes[..n],
             Stored::Raw => bytes,
         };
-        match self.swap.write(page as u64, stored, bytes) {
+        match self.parts.swap.write(page as u64, stored, bytes) {
             Ok(slot) => self.state[page] = PageState::Disk(slot),
             Err(e) => fatal(e),
         }
         let mut moved = std::mem::take(&mut self.moved);
-        if let Err(e) = self.swap.clean(&mut moved) {
+        if let Err(e) = self.parts.swap.clean(&mut moved) {
             fatal(e);
         }
         for (p, slot) in moved.drain(..) {
@@ -721,7 +708,7 @@ impl Pager {
                 let page = p as usize;
                 let target = self.evict(page);
                 let bytes = self.evicted(target);
-                if let Some(t) = &mut self.trace {
+                if let Some(t) = &mut self.parts.trace {
                     if let Err(e) = t.image(p, bytes) {
                         fatal(format!("writing the trace: {e}"));
                     }
@@ -741,7 +728,7 @@ impl Pager {
                 let bytes = self.evicted(target);
                 // The trace keeps every evicted image, so that a replay
                 // compressing this page later compresses what it held.
-                if let Some(t) = &mut self.trace {
+                if let Some(t) = &mut self.parts.trace {
                     if let Err(e) = t.image(p, bytes) {
                         fatal(format!("writing the trace: {e}"));
                     }
@@ -752,7 +739,7 @@ impl Pager {
             }
             Action::Spill(p) => {
                 let page = p as usize;
-                let stored = match self.store.take_stored(p, &mut self.payload) {
+                let stored = match self.parts.store.take_stored(p, &mut self.payload) {
                     Ok(s) => s,
                     Err(e) => fatal(format!("compression cache lost page {page}: {e}")),
                 };
@@ -769,13 +756,13 @@ impl Pager {
     /// room as the policy chooses, or to disk raw if it cannot fit.
     fn compress(&mut self, page: usize, bytes: &[u8]) {
         loop {
-            match self.store.put(page as u64, bytes) {
+            match self.parts.store.put(page as u64, bytes) {
                 Ok(len) => return self.compressed(page, len),
                 Err(StoreError::Full { .. } | StoreError::OutOfMemory) => {
                     let mut spills = Vec::new();
-                    if !self.policy.make_room(&mut spills) {
+                    if !self.parts.policy.make_room(&mut spills) {
                         self.write_swap(page, Stored::Raw, bytes);
-                        self.policy.swapped_instead(page as u64);
+                        self.parts.policy.swapped_instead(page as u64);
                         self.stats.pages_swapped_raw += 1;
                         return;
                     }
@@ -795,21 +782,22 @@ impl Pager {
         self.stats.pages_compressed += 1;
         self.stats.bytes_in += PAGE_SIZE as u64;
         self.stats.bytes_out += len as u64;
-        self.policy
+        self.parts
+            .policy
             .compressed(page as u64, crate::CHARGE.of(len), &mut self.actions);
     }
 
     /// Keeps uncompressed pages plus the cache's real memory (slack and
     /// bookkeeping included) within the RAM budget.
     fn keep_within_ram(&mut self) {
-        let over = |p: &Pager| p.resident as u64 * PAGE_SIZE as u64 + p.store.memory_used() > p.ram_bytes;
+        let over = |p: &Pager| p.resident as u64 * PAGE_SIZE as u64 + p.parts.store.memory_used() > p.parts.ram_bytes;
         if !over(self) {
             return;
         }
         // Giving back a chunk or two is cheaper than spilling a page.
-        while over(self) && self.store.reclaim_chunk() {}
-        self.store.compact_when_due();
-        while over(self) && self.policy.make_room(&mut self.actions) {
+        while over(self) && self.parts.store.reclaim_chunk() {}
+        self.parts.store.compact_when_due();
+        while over(self) && self.parts.policy.make_room(&mut self.actions) {
             self.run_actions();
         }
     }

@@ -299,7 +299,7 @@ impl Region {
     ///
     /// [`RuntimeError::Trace`] if the trace could not be finished.
     pub fn finish_trace(&self) -> Result<(), RuntimeError> {
-        let writer = self.pager.lock().unwrap_or_else(|e| e.into_inner()).trace.take();
+        let writer = self.pager.lock().unwrap_or_else(|e| e.into_inner()).parts.trace.take();
         if let (Some(writer), Some(t)) = (writer, &self.trace) {
             writer.finish(t.run_time_ns).map_err(|source| RuntimeError::Trace {
                 path: t.path.clone(),

@@ -59,12 +59,12 @@ impl Pager {
             let out = unsafe { std::slice::from_raw_parts_mut(addr, PAGE_SIZE) };
             match self.state[page] {
                 PageState::Compressed => {
-                    if let Err(e) = self.store.get(page as u64, out) {
+                    if let Err(e) = self.parts.store.get(page as u64, out) {
                         fatal(e);
                     }
                 }
                 PageState::Disk(slot) => {
-                    let stored = match self.swap.read(page as u64, slot, &mut self.payload) {
+                    let stored = match self.parts.swap.read(page as u64, slot, &mut self.payload) {
                         Ok(s) => s,
                         Err(e) => fatal(e),
                     };
