@@ -172,6 +172,9 @@ pub enum RuntimeError {
     /// No policy has that name.
     #[error(transparent)]
     Policy(#[from] ccvm_policy::UnknownPolicy),
+    /// The compression cache's store cannot be made as configured.
+    #[error(transparent)]
+    Store(#[from] ccvm_store::ConfigError),
     /// The swap file failed.
     #[error(transparent)]
     Swap(#[from] crate::swap::SwapError),

@@ -108,18 +108,14 @@ impl Region {
             },
         };
         let policy = ccvm_policy::by_name(&config.policy, budget, params)?;
-        let store = Arc::new(
-            Store::new(StoreConfig {
-                codec: config.codec.clone(),
-                chunk_size: RuntimeConfig::STORE_CHUNK,
-                // A ceiling that slack beyond the charged share may reach before
-                // the RAM budget (`keep_within_ram`) decides.
-                memory_limit: (policy.cache_limit() + policy.cache_limit() / 4 + config.store_reserve()).max(1)
-                    as usize,
-                ..StoreConfig::default()
-            })
-            .map_err(|e| RuntimeError::Config(e.to_string()))?,
-        );
+        let store = Arc::new(Store::new(StoreConfig {
+            codec: config.codec.clone(),
+            chunk_size: RuntimeConfig::STORE_CHUNK,
+            // A ceiling that slack beyond the charged share may reach before
+            // the RAM budget (`keep_within_ram`) decides.
+            memory_limit: (policy.cache_limit() + policy.cache_limit() / 4 + config.store_reserve()).max(1) as usize,
+            ..StoreConfig::default()
+        })?);
         let dir = config.swap_dir.clone().unwrap_or_else(std::env::temp_dir);
         let swap = SwapFile::create(&dir, config.disk_latency)?;
         let trace = match &config.trace {

@@ -109,12 +109,8 @@ pub enum Progress<'a> {
 /// One simulation of a sweep: a trace at a size, with a codec, a policy and
 /// a disk cost.
 pub struct Point<'a> {
-    loaded: &'a Loaded,
-    costs: &'a CodecCosts,
-    policy: &'a str,
-    pages: usize,
+    spec: PointSpec<'a>,
     disk_ms: f64,
-    cache_cost_ns: f64,
 }
 
 /// Per trace and codec, what the study's tables quote about the trace
@@ -296,14 +292,17 @@ impl SweepPlan {
                     };
                     for &disk_ms in disks {
                         for &pages in &l.sizes {
-                            points.push(Point {
-                                loaded: l,
+                            let spec = PointSpec {
+                                name: &l.name,
+                                trace: &l.trace,
                                 costs: c,
+                                lru: &l.lru,
+                                run_time_ns: self.run_time_ns(&l.trace),
                                 policy,
                                 pages,
-                                disk_ms,
                                 cache_cost_ns: per_hit * self.cpu_factor,
-                            });
+                            };
+                            points.push(Point { spec, disk_ms });
                         }
                     }
                 }
@@ -328,18 +327,7 @@ impl SweepPlan {
                     trap_share: self.trap_share,
                     store_slack: self.store_slack,
                 };
-                let l = p.loaded;
-                let spec = PointSpec {
-                    name: &l.name,
-                    trace: &l.trace,
-                    costs: p.costs,
-                    lru: &l.lru,
-                    run_time_ns: self.run_time_ns(&l.trace),
-                    policy: p.policy,
-                    pages: p.pages,
-                    cache_cost_ns: p.cache_cost_ns,
-                };
-                let r = run_point(&spec, &config);
+                let r = run_point(&p.spec, &config);
                 done();
                 r.map_err(SimError::Config)
             })
