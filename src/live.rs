@@ -335,6 +335,7 @@ pub fn demo(format: Format) -> anyhow::Result<()> {
         ("half RAM an uncompressed LRU segment", "fixed", 0.5, "copy"),
         ("half RAM a WKdm compression cache", "fixed", 0.5, "wkdm"),
         ("adaptive WKdm cache (paper 000 §3)", "adaptive", 0.5, "wkdm"),
+        ("adaptive, splits measured on a sample", "adaptive-safe", 0.5, "wkdm"),
     ];
     let mut rows = Vec::new();
     for (disk, latency) in [("this disk", Duration::ZERO), ("+0.25 ms/read", slow)] {

@@ -168,6 +168,7 @@ pub(crate) mod testing {
                     Action::Spill(v) | Action::SwapOut(v) => {
                         level.insert(v, Level::Disk);
                     }
+                    Action::Watch(_) => {}
                 }
                 i += 1;
             }

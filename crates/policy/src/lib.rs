@@ -28,6 +28,7 @@
 mod adaptive;
 mod fixed;
 mod levels;
+mod miniature;
 mod pool;
 mod queue;
 mod recency;
@@ -35,6 +36,7 @@ mod trap;
 
 pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, TARGETS};
 pub use fixed::FixedSplit;
+pub use miniature::Miniatures;
 pub use pool::Pool;
 pub use trap::Traps;
 
@@ -64,6 +66,12 @@ pub enum Action {
     SwapOut(u64),
     /// Move the page from the compression cache to disk, still compressed.
     Spill(u64),
+    /// If the page is uncompressed and mapped, unmap it but keep it, so
+    /// that its next touch faults and reaches [`Policy::touch`] (as
+    /// [`Level::Uncompressed`]); otherwise nothing (its next touch faults
+    /// anyway). Asked only of a mechanism that said it sees only faults
+    /// ([`Policy::faults_only`]); see [`Miniatures`].
+    Watch(u64),
 }
 
 /// The memory a policy manages.
@@ -124,6 +132,15 @@ pub trait Policy: Send {
     fn codec_time(&mut self, compressions: u32, decompressions: u32, ns: f64) {
         let _ = (compressions, decompressions, ns);
     }
+
+    /// The mechanism sees a touch of a mapped page only when it faults
+    /// (the live runtime, and the simulator modelling it), and carries out
+    /// [`Action::Watch`]. Called once, before the first touch. A policy
+    /// that weighs what each share of memory compressed would cost
+    /// (`adaptive-safe`) then measures it on a sample ([`Miniatures`])
+    /// instead of predicting it from its recency order, which assumes LRU;
+    /// the default ignores it.
+    fn faults_only(&mut self) {}
 }
 
 /// What the policies are made with besides the budget.
@@ -161,7 +178,7 @@ pub const POLICIES: &[PolicyInfo] = &[
     },
     PolicyInfo {
         name: "adaptive-safe",
-        about: "adaptive guarded to stay within 2% of plain LRU's paging cost, writing pages raw at 0%",
+        about: "adaptive guarded to stay within 2% of paging without a cache, writing pages raw at 0%; live, each share's cost is measured on a sample of pages (the default of `run` and `exec`)",
         make: |b, p| Box::new(Adaptive::new(b, p.costs).with_allowance(SAFE_ALLOWANCE)),
     },
     PolicyInfo {

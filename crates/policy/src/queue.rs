@@ -47,6 +47,25 @@ impl RecencyQueue {
         }
     }
 
+    /// The pages, oldest first.
+    pub fn oldest_first(&self) -> impl Iterator<Item = u64> + '_ {
+        self.order
+            .iter()
+            .filter(|&&(s, p)| self.seq.get(&p) == Some(&s))
+            .map(|&(_, p)| p)
+    }
+
+    /// Keeps only the pages `keep` accepts, in their order.
+    pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        self.seq.retain(|&p, _| keep(p));
+        let seq = &self.seq;
+        self.order.retain(|&(s, p)| seq.get(&p) == Some(&s));
+    }
+
+    pub fn contains(&self, page: u64) -> bool {
+        self.seq.contains_key(&page)
+    }
+
     pub fn remove(&mut self, page: u64) -> bool {
         self.seq.remove(&page).is_some()
     }

@@ -195,6 +195,12 @@ impl Pager {
             None
         };
         let traps = (frames.is_some() && parts.trap_share > 0.0).then(|| Traps::new(parts.trap_share));
+        let mut parts = parts;
+        // Watching a page takes its frame into the shadow; without one the
+        // policy keeps reading its counterfactual off the recency order.
+        if frames.is_some() {
+            parts.policy.faults_only();
+        }
         Pager {
             state: untouched(parts.pages),
             parts,
@@ -411,7 +417,11 @@ impl Pager {
             PageState::Trapped => {
                 // Its frame is in its shadow slot, as it was left.
                 self.map_page(page, Target::Frame(page));
-                self.stats.faults_trap += 1;
+                if self.traps.as_ref().is_some_and(|t| t.is_trapped(page as u64)) {
+                    self.stats.faults_trap += 1;
+                } else {
+                    self.stats.faults_watch += 1;
+                }
                 Level::Uncompressed
             }
             PageState::New | PageState::Zero if !write && self.zero_reads => {
@@ -563,10 +573,12 @@ impl Pager {
     fn now_resident(&mut self, page: usize, from: Level) {
         self.state[page] = PageState::Uncompressed;
         match (&mut self.traps, from) {
-            // A trapped page was resident all along; it is mapped again.
+            // A trapped or watched page was resident all along; it is
+            // mapped again.
             (Some(traps), Level::Uncompressed) => {
                 traps.touch(page as u64);
             }
+            (None, Level::Uncompressed) => {}
             (traps, _) => {
                 self.resident += 1;
                 if let Some(traps) = traps {
@@ -736,6 +748,19 @@ impl Pager {
                 self.write_swap(page, Stored::Raw, bytes);
                 self.stats.pages_swapped_raw += 1;
                 self.done_with(target);
+            }
+            Action::Watch(p) => {
+                let page = p as usize;
+                if !matches!(self.state[page], PageState::Uncompressed) {
+                    return; // not mapped: its next touch faults anyway
+                }
+                let addr = self.addr(page);
+                if let Some(frames) = &mut self.frames {
+                    if frames.park(&self.parts.uffd, page, addr).is_ok() {
+                        self.state[page] = PageState::Trapped;
+                        self.stats.pages_watched += 1;
+                    }
+                }
             }
             Action::Spill(p) => {
                 let page = p as usize;

@@ -37,6 +37,11 @@ pub struct RuntimeStats {
     /// Touches of trapped pages (uncompressed, unmapped so that the policy
     /// sees their references): served by mapping them back.
     pub faults_trap: u64,
+    /// Touches of watched pages (unmapped so that `adaptive-safe` sees
+    /// whether running uncompressed would have faulted on them; see
+    /// `ccvm_policy::NoneSample`): served by mapping them back.
+    #[serde(default)]
+    pub faults_watch: u64,
     /// Fault events for pages already mapped (another thread's fault on
     /// the same page, served once) and write-protect faults raised during
     /// an eviction.
@@ -78,6 +83,9 @@ pub struct RuntimeStats {
     pub latency_trap: Latency,
     /// Pages trapped at the end.
     pub pages_trapped: usize,
+    /// Pages unmapped to be watched (`ccvm_policy::Action::Watch`).
+    #[serde(default)]
+    pub pages_watched: u64,
     /// Pages evicted and still waiting for the helper process at the end
     /// (not yet in `pages_compressed`).
     pub pages_pending: usize,

@@ -20,7 +20,9 @@ pub struct SimConfig {
     /// policy only if that share of the oldest uncompressed pages holds it,
     /// as only those fault live; with `None` every reference does (exact
     /// recency), which equals the live runtime's traps off for a trace it
-    /// recorded (its traces hold only what faulted).
+    /// recorded (its traces hold only what faulted). With `Some`, the
+    /// policy is told it sees only faults (`Policy::faults_only`) and its
+    /// watched pages' references reach it as a trapped page's would.
     pub trap_share: Option<f64>,
     /// Charge each compressed page the live store's slack share as well
     /// (`ccvm_store::Charge::Slack`), as the live runtime's policy does;
@@ -62,7 +64,8 @@ pub struct SimResult {
     pub cache_hits: u64,
     /// Touches served from disk.
     pub disk_faults: u64,
-    /// References to trapped pages (with [`SimConfig::trap_share`]).
+    /// References to trapped or watched pages (with
+    /// [`SimConfig::trap_share`]).
     pub trap_faults: u64,
     /// Pages compressed.
     pub compressions: u64,
@@ -111,6 +114,11 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
     let mut codec_ns = 0u64;
     let mut traps = config.trap_share.map(ccvm_policy::Traps::new);
     let mut to_trap = Vec::new();
+    // Uncompressed pages the policy asked to watch (fault-only only).
+    let mut watched = vec![false; pages];
+    if traps.is_some() {
+        policy.faults_only();
+    }
     for (t, &page) in trace.refs.iter().enumerate() {
         // Images recorded after reference t was counted (time t + 1) are
         // the contents its evictions compressed.
@@ -129,8 +137,10 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
             }
             Where::Uncompressed => {
                 if let Some(traps) = &mut traps {
-                    // A mapped page's reference is not seen.
-                    if !traps.touch(page as u64) {
+                    // A mapped page's reference is not seen, unless the
+                    // page is trapped or watched.
+                    let was_watched = std::mem::take(&mut watched[p]);
+                    if !traps.touch(page as u64) && !was_watched {
                         continue;
                     }
                     r.trap_faults += 1;
@@ -176,6 +186,7 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                     r.compressions += 1;
                     compressions += 1;
                     at[v] = Where::Compressed(id);
+                    watched[v] = false;
                     if let Some(traps) = &mut traps {
                         traps.evicted(v as u64);
                     }
@@ -193,8 +204,14 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                 Action::SwapOut(v) => {
                     r.disk_writes += 1;
                     at[v as usize] = Where::Disk(None);
+                    watched[v as usize] = false;
                     if let Some(traps) = &mut traps {
                         traps.evicted(v);
+                    }
+                }
+                Action::Watch(v) => {
+                    if traps.is_some() && at[v as usize] == Where::Uncompressed {
+                        watched[v as usize] = true;
                     }
                 }
             }

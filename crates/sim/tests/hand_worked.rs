@@ -2,7 +2,7 @@
 //! fixed split, zswap, Douglis, adaptive); LRU's faults never rise with
 //! memory; every policy serves every reference on random traces.
 
-use ccvm_policy::{Budget, Costs, Params, Policy};
+use ccvm_policy::{Adaptive, Budget, Costs, Params, Policy, SAFE_ALLOWANCE};
 use ccvm_sim::{lru_faults, simulate, CodecCosts, SimConfig, SimResult, Trace};
 use ccvm_trace::{Footer, Header};
 use proptest::prelude::*;
@@ -133,6 +133,23 @@ proptest! {
             prop_assert!(r.cache_hits + r.disk_faults + r.zero_faults <= refs.len() as u64, "{}", name);
             prop_assert!(r.decompressions <= r.cache_hits + r.disk_faults, "{}", name);
         }
+    }
+
+    /// On a mechanism that sees only faults, `adaptive-safe` measures what
+    /// running without a cache would cost while it runs with one; at a
+    /// memory small enough to sample every page, its measure is exact.
+    #[test]
+    fn the_guard_measures_nones_faults_while_compressing(refs in proptest::collection::vec(0u32..60, 1..3000), frames in 4u64..40, size in 200u32..2000) {
+        let t = trace(&refs);
+        let faults_only = SimConfig { trap_share: Some(0.0), ..SimConfig::default() };
+        let none = simulate(&t, &costs(60, size), policy("none", frames, 1.0).as_mut(), &faults_only);
+        let budget = Budget { ram_bytes: frames * 4096, page_size: 4096 };
+        let costs_model = Costs { disk_ns: 5e6, codec_ns: 30.0, compress_share: 0.5 };
+        let mut safe = Adaptive::new(budget, costs_model).with_allowance(SAFE_ALLOWANCE);
+        let r = simulate(&t, &costs(60, size), &mut safe, &faults_only);
+        // Memory never filled: nothing was measured, and nothing paged.
+        let estimate = safe.none_estimate().unwrap_or(0.0);
+        prop_assert_eq!(estimate, none.disk_faults as f64, "compressed {} pages", r.compressions);
     }
 }
 

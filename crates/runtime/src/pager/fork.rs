@@ -15,7 +15,10 @@
 //! * Pages still in the helper's ring are compressed by the parent before
 //!   the fork, because the ring is shared with the parent's helper.
 //! * Trapped pages live in the shadow, which a child does not inherit
-//!   (`MADV_DONTFORK`): they are mapped back before the fork.
+//!   (`MADV_DONTFORK`): they are mapped back before the fork. So are
+//!   watched ones (`ccvm_policy::Action::Watch`), whose next touch then
+//!   goes unseen: the policy's sample of what paging without a cache
+//!   would cost misses at most one fault per page watched at the fork.
 
 use super::{fatal, PageState, Pager, Target};
 use ccvm_codec::PAGE_SIZE;

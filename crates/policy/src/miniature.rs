@@ -1,0 +1,421 @@
+//! What each compressed share of memory would cost a program, measured
+//! while it runs on a sample of its pages: how `adaptive-safe` sizes the
+//! cache, and checks it does no harm, on a mechanism that sees only
+//! faults.
+//!
+//! Paper 000 §3 predicts each share's cost from the recency order, which
+//! assumes LRU replacement. A mechanism that sees only faults (the live
+//! runtime) does not replace by LRU: uncompressed pages leave in the order
+//! they faulted in, and a compression cache changes that order, since a
+//! page served from it comes back as the newest. On a program whose
+//! sweeps suit fault order, the cache then costs disk faults the analysis
+//! never predicts, and the harm can come long after the cache was used
+//! (`docs/results.md`, "Live: the splits measured on a sample"). Nor can
+//! such a mechanism read what running uncompressed would have cost off its
+//! recency order, since it never sees the touches that decide it.
+//!
+//! [`Miniatures`] measures both instead, as miniature simulation does for
+//! caches: for each target share it runs that share's split (a FIFO of
+//! uncompressed pages, as the mechanism keeps them, and an LRU compression
+//! cache) over a hash-chosen sample of one page in S, with 1/S of the
+//! memory, and keeps each split's decayed paging cost; the 0% split is the
+//! no-cache run, and its disk faults, times S, estimate that run's. A
+//! split changes nothing when it holds a touched page uncompressed (the
+//! mechanism would not have seen the touch), so the only touches the
+//! miniatures need are those of sampled pages some split no longer holds
+//! uncompressed; when a split lets go of a page the run may hold mapped,
+//! it asks the mechanism to *watch* it ([`Action::Watch`]): unmap it but
+//! keep it, so that its next touch faults and is seen.
+//!
+//! Choices:
+//! * S is a power of two chosen so that the miniatures keep at least 512
+//!   frames (or all M, for a memory of fewer), and at most 64. An
+//!   estimate's error falls as the sampled pages that fault grow, and
+//!   every watched touch costs a fault (a 2 µs median to serve, plus the
+//!   fault and the move); live, on hashindex in 32 MiB, S = 16 (512 frames) put `none`
+//!   at 185,000 disk faults against its 175,446, S = 32 at 173,000, and
+//!   S = 64 (128 frames) at 145,000, with 87,000, 44,000 and 22,000
+//!   watched touches.
+//! * Watching is bounded by thinning: once 512 watched touches have been
+//!   seen at a rate, if they exceed one in eight of the run's faults, the
+//!   rate doubles (down to 64 sampled frames). The pages the doubled rate
+//!   still samples stay where they were in every split, so nothing is
+//!   restarted; the hash makes the new sample a subset of the old. Live,
+//!   a watched touch is served in a 2 µs median and a disk fault in 40
+//!   to 50 µs, so one watch per eight faults keeps the watching a small
+//!   share of the paging.
+//! * A watched page's touch tells the policy nothing else: the sampled
+//!   pages are replaced as every other page is, so the run measured is the
+//!   run that would have happened unwatched.
+//! * Costs decay per sampled touch seen, so that the split's memory spans
+//!   as many events as the paper's analysis weighs over a whole memory.
+//! * Pages are sampled by a multiplicative hash of their number, not by
+//!   address ranges, so that a program's regions are sampled alike.
+//! * Each split is charged as the policy charges itself: a disk fault, a
+//!   compression per page sent to the cache, a decompression per cache hit
+//!   and per compressed page read back; the 0% split writes pages raw.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::queue::RecencyQueue;
+use crate::{Action, Costs, Level};
+
+/// The most pages sampled per page kept (see the module docs).
+const MAX_RATE: u64 = 64;
+
+/// Frames the miniatures keep at least, where memory allows.
+const MIN_FRAMES: usize = 512;
+
+/// The fewest frames the miniatures are thinned to.
+const FLOOR_FRAMES: usize = 64;
+
+/// Watched touches are kept to at most one per this many faults.
+const FAULTS_PER_WATCH: u64 = 8;
+
+/// Watched touches seen before their share is judged.
+const WATCHES_JUDGED: u64 = 512;
+
+/// One target share's split, over the sampled pages.
+struct Split {
+    share: f64,
+    /// Sampled frames for uncompressed pages.
+    uncompressed_cap: usize,
+    /// Sampled pages the cache holds, at the current ratio.
+    compressed_cap: usize,
+    /// Uncompressed pages in fault order (a touch of one is unseen).
+    uncompressed: RecencyQueue,
+    /// Cached pages, least recently used first.
+    compressed: RecencyQueue,
+    /// Pages on disk, and whether each was written compressed.
+    disk: FxHashMap<u64, bool>,
+    /// Decayed paging cost, ns times the current weight.
+    cost: f64,
+    /// Disk faults, each times the sampling rate when it was taken.
+    disk_faults: f64,
+}
+
+impl Split {
+    /// A touch of `page`; pushes onto `released` the pages it stops
+    /// holding uncompressed.
+    fn touch(&mut self, page: u64, costs: &Costs, weight: f64, rate: u64, released: &mut Vec<u64>) {
+        if self.uncompressed.contains(page) {
+            return;
+        }
+        let mut ns = 0.0;
+        if self.compressed.remove(page) {
+            ns += costs.decompress_ns();
+        } else if let Some(compressed) = self.disk.remove(&page) {
+            self.disk_faults += rate as f64;
+            ns += costs.disk_ns;
+            if compressed {
+                ns += costs.decompress_ns();
+            }
+        }
+        self.uncompressed.push_newest(page);
+        while self.uncompressed.len() > self.uncompressed_cap {
+            let out = self.uncompressed.pop_oldest().expect("over its frames, so not empty");
+            released.push(out);
+            if self.compressed_cap > 0 {
+                ns += costs.compress_ns();
+                self.compressed.push_newest(out);
+            } else {
+                self.disk.insert(out, false);
+            }
+        }
+        while self.compressed.len() > self.compressed_cap {
+            let out = self.compressed.pop_oldest().expect("over its share, so not empty");
+            self.disk.insert(out, true);
+        }
+        self.cost += ns * weight;
+    }
+}
+
+/// Each target share's split run over a sample of pages. See the [module
+/// docs](self).
+///
+/// Invariant: every sampled page a split has stopped holding uncompressed,
+/// and that has not been touched since, has been named in an
+/// [`Action::Watch`].
+///
+/// ```
+/// use ccvm_policy::{Action, Costs, Level, Miniatures};
+/// let costs = Costs { disk_ns: 100e3, codec_ns: 20e3, compress_share: 0.5 };
+/// // Two frames, small enough that every page is sampled; 0% and 50%.
+/// let mut m = Miniatures::new(2, &[0.0, 0.5], costs, 2.0);
+/// let mut watch = Vec::new();
+/// for page in [0, 1, 2] {
+///     m.touch(page, Level::New, &mut watch);
+/// }
+/// // The 0% split let page 0 go; the 50% one, holding one page
+/// // uncompressed, pages 0 and 1.
+/// assert_eq!(watch, [Action::Watch(0), Action::Watch(1)]);
+/// assert!(m.touch(0, Level::Uncompressed, &mut watch)); // its watched touch
+/// assert_eq!(m.none_disk_faults(), 1.0); // uncompressed, it came from disk
+/// assert_eq!(m.best(), 1); // the cache served it for less
+/// ```
+pub struct Miniatures {
+    rate: u64,
+    frames: usize,
+    costs: Costs,
+    ratio: f64,
+    splits: Vec<Split>,
+    watched: FxHashSet<u64>,
+    released: Vec<u64>,
+    weight: f64,
+    decay: f64,
+    /// Watched touches and faults seen at this rate.
+    watches: u64,
+    faults: u64,
+}
+
+impl Miniatures {
+    /// Splits for each of `shares` (compressed shares of memory, starting
+    /// at 0) over `frames` frames of memory, at compression ratio `ratio`.
+    ///
+    /// # Panics
+    ///
+    /// If `shares` does not start at 0.
+    pub fn new(frames: usize, shares: &[f64], costs: Costs, ratio: f64) -> Miniatures {
+        assert_eq!(shares.first(), Some(&0.0), "the first split is the one without a cache");
+        let mut rate = 1;
+        while rate < MAX_RATE && frames / (2 * rate as usize) >= MIN_FRAMES {
+            rate *= 2;
+        }
+        let splits = shares
+            .iter()
+            .map(|&share| Split {
+                share,
+                uncompressed_cap: 0,
+                compressed_cap: 0,
+                uncompressed: RecencyQueue::default(),
+                compressed: RecencyQueue::default(),
+                disk: FxHashMap::default(),
+                cost: 0.0,
+                disk_faults: 0.0,
+            })
+            .collect();
+        let mut m = Miniatures {
+            rate,
+            frames,
+            costs,
+            ratio,
+            splits,
+            watched: FxHashSet::default(),
+            released: Vec::new(),
+            weight: 1.0,
+            decay: 1.0,
+            watches: 0,
+            faults: 0,
+        };
+        m.size_splits();
+        m
+    }
+
+    /// Sizes every split, and the decay, for the current rate and ratio.
+    fn size_splits(&mut self) {
+        let rate = self.rate as f64;
+        for s in &mut self.splits {
+            s.uncompressed_cap = ((self.frames as f64 * (1.0 - s.share)) / rate).floor().max(1.0) as usize;
+            s.compressed_cap = (self.frames as f64 * s.share * self.ratio / rate).floor() as usize;
+        }
+        self.decay = 0.2f64.powf(rate / self.frames.max(1) as f64);
+    }
+
+    /// Samples half as many pages: those the doubled rate still samples
+    /// stay where they are in every split, the others are forgotten.
+    fn thin(&mut self) {
+        self.rate *= 2;
+        let rate = self.rate;
+        let keep = move |page: u64| sampled_at(page, rate);
+        for s in &mut self.splits {
+            s.uncompressed.retain(keep);
+            s.compressed.retain(keep);
+            s.disk.retain(|&p, _| keep(p));
+        }
+        self.size_splits();
+        self.watches = 0;
+        self.faults = 0;
+    }
+
+    /// One page in this many is sampled.
+    pub fn rate(&self) -> u64 {
+        self.rate
+    }
+
+    /// The compression ratio changed: each cache holds its share of memory
+    /// times `ratio` pages.
+    pub fn set_ratio(&mut self, ratio: f64) {
+        self.ratio = ratio;
+        self.size_splits();
+    }
+
+    /// The mechanism served a touch of `page` from `from`. Appends an
+    /// [`Action::Watch`] for each page a split lets go of. Returns whether
+    /// this was only a watched page's touch (a page the run held mapped,
+    /// `from` [`Level::Uncompressed`]), which the policy must not count as
+    /// a reference of its own.
+    pub fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) -> bool {
+        let watched = self.watched.remove(&page) && from == Level::Uncompressed;
+        if watched {
+            self.watches += 1;
+        } else {
+            self.faults += 1;
+        }
+        if self.watches >= WATCHES_JUDGED
+            && self.watches * FAULTS_PER_WATCH > self.faults
+            && self.frames / (2 * self.rate as usize) >= FLOOR_FRAMES
+        {
+            self.thin();
+        }
+        if !sampled_at(page, self.rate) {
+            // A page watched before the sample was thinned.
+            return watched;
+        }
+        self.weight /= self.decay;
+        if self.weight > 1e200 {
+            for s in &mut self.splits {
+                s.cost /= self.weight;
+            }
+            self.weight = 1.0;
+        }
+        let mut released = std::mem::take(&mut self.released);
+        for s in &mut self.splits {
+            s.touch(page, &self.costs, self.weight, self.rate, &mut released);
+        }
+        for p in released.drain(..) {
+            if self.watched.insert(p) {
+                actions.push(Action::Watch(p));
+            }
+        }
+        self.released = released;
+        watched
+    }
+
+    /// The index of the cheapest split lately (ties go to the smaller
+    /// cache: compression must earn its keep).
+    pub fn best(&self) -> usize {
+        (0..self.splits.len()).fold(0, |b, i| {
+            if self.splits[i].cost < self.splits[b].cost {
+                i
+            } else {
+                b
+            }
+        })
+    }
+
+    /// The run without a cache: its disk faults so far, estimated (the 0%
+    /// split's, each times the sampling rate it was taken at).
+    pub fn none_disk_faults(&self) -> f64 {
+        self.splits[0].disk_faults
+    }
+}
+
+/// Whether `page` is sampled at one page in `rate` (a power of two): the
+/// high bits of a multiplicative hash, so that neighbouring pages land
+/// apart, and a page sampled at a rate is sampled at every lower one.
+fn sampled_at(page: u64, rate: u64) -> bool {
+    (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40).is_multiple_of(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashSet, VecDeque};
+
+    use super::*;
+
+    const COSTS: Costs = Costs {
+        disk_ns: 100e3,
+        codec_ns: 20e3,
+        compress_share: 0.5,
+    };
+
+    /// Plain FIFO over every page, as `none` runs on a fault-only
+    /// mechanism: its disk faults.
+    fn fifo_faults(refs: &[u64], frames: usize) -> u64 {
+        let mut q = VecDeque::new();
+        let mut held = HashSet::new();
+        let mut seen = HashSet::new();
+        let mut faults = 0;
+        for &r in refs {
+            if held.insert(r) {
+                if !seen.insert(r) {
+                    faults += 1;
+                }
+                q.push_back(r);
+                if q.len() > frames {
+                    held.remove(&q.pop_front().unwrap());
+                }
+            }
+        }
+        faults
+    }
+
+    /// Every reference of `refs`, as the mechanism would report it.
+    fn feed(m: &mut Miniatures, refs: &[u64]) {
+        let mut seen = HashSet::new();
+        let mut actions = Vec::new();
+        for &r in refs {
+            let from = if seen.insert(r) {
+                Level::New
+            } else {
+                Level::Uncompressed
+            };
+            m.touch(r, from, &mut actions);
+        }
+    }
+
+    #[test]
+    fn the_rate_keeps_enough_frames() {
+        let rate = |frames| Miniatures::new(frames, &[0.0], COSTS, 2.0).rate();
+        assert_eq!(rate(100), 1);
+        assert_eq!(rate(1023), 1);
+        assert_eq!(rate(1024), 2);
+        assert_eq!(rate(25_600), 32);
+        assert_eq!(rate(1 << 24), MAX_RATE);
+    }
+
+    proptest::proptest! {
+        /// Seeing every touch, a rate-1 split without a cache is `none`.
+        #[test]
+        fn at_rate_one_the_first_split_is_fifo(refs in proptest::collection::vec(0u64..40, 1..600), frames in 1usize..30) {
+            let mut m = Miniatures::new(frames, &[0.0, 0.5], COSTS, 2.0);
+            feed(&mut m, &refs);
+            proptest::prop_assert_eq!(m.none_disk_faults() as u64, fifo_faults(&refs, frames));
+        }
+    }
+
+    #[test]
+    fn a_sample_estimates_fifos_faults() {
+        // A loop over 30,000 pages with a hot set, in 20,000 frames.
+        let mut refs = Vec::new();
+        let mut x = 7u64;
+        for _ in 0..6 {
+            for p in 0..30_000u64 {
+                refs.push(p);
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                refs.push((x >> 33) % 2_000);
+            }
+        }
+        let frames = 20_000;
+        let exact = fifo_faults(&refs, frames) as f64;
+        let mut m = Miniatures::new(frames, &[0.0], COSTS, 2.0);
+        assert!(m.rate() > 1);
+        feed(&mut m, &refs);
+        let est = m.none_disk_faults();
+        assert!((est - exact).abs() < 0.1 * exact, "estimate {est}, exact {exact}");
+    }
+
+    #[test]
+    fn a_cache_wins_where_it_holds_the_loop() {
+        // A loop 1.4 times memory: FIFO faults on every page, a 50% cache
+        // at 2:1 holds it all.
+        let refs: Vec<u64> = (0..20).flat_map(|_| 0..1400u64).collect();
+        let mut m = Miniatures::new(1000, &[0.0, 0.5], COSTS, 2.0);
+        feed(&mut m, &refs);
+        assert_eq!(m.best(), 1);
+        // At 1:1 the cache holds less than uncompressed memory did.
+        let mut m = Miniatures::new(1000, &[0.0, 0.5], COSTS, 1.0);
+        feed(&mut m, &refs);
+        assert_eq!(m.best(), 0);
+    }
+}
