@@ -183,7 +183,7 @@ pub struct PagerParts {
 }
 
 impl Pager {
-    pub fn new(parts: PagerParts) -> Pager {
+    pub fn new(mut parts: PagerParts) -> Pager {
         let stats = RuntimeStats {
             uncompressed_pages: parts.policy.uncompressed_limit(),
             cache_budget: parts.policy.cache_limit(),
@@ -195,7 +195,6 @@ impl Pager {
             None
         };
         let traps = (frames.is_some() && parts.trap_share > 0.0).then(|| Traps::new(parts.trap_share));
-        let mut parts = parts;
         // Watching a page takes its frame into the shadow; without one the
         // policy keeps reading its counterfactual off the recency order.
         if frames.is_some() {
@@ -599,15 +598,27 @@ impl Pager {
         let mut to_trap = std::mem::take(&mut self.to_trap);
         traps.rebalance(&mut to_trap);
         for p in to_trap.drain(..) {
-            let page = p as usize;
-            let addr = self.addr(page);
-            let frames = self.frames.as_mut().expect("traps come with a shadow");
-            match frames.park(&self.parts.uffd, page, addr) {
-                Ok(()) => self.state[page] = PageState::Trapped,
-                Err(_) => self.traps.as_mut().expect("checked").untrap(p),
+            if !self.park(p as usize) {
+                self.traps.as_mut().expect("checked").untrap(p);
             }
         }
         self.to_trap = to_trap;
+    }
+
+    /// Moves resident page `page`'s frame into its shadow slot, keeping it
+    /// uncompressed, so that its next touch faults (a trapped or watched
+    /// page). Returns whether it moved (it needs a shadow, and the kernel
+    /// may refuse).
+    fn park(&mut self, page: usize) -> bool {
+        let addr = self.addr(page);
+        let Some(frames) = &mut self.frames else {
+            return false;
+        };
+        let parked = frames.park(&self.parts.uffd, page, addr).is_ok();
+        if parked {
+            self.state[page] = PageState::Trapped;
+        }
+        parked
     }
 
     /// Rebuilds a page read from disk (in `self.payload`) into `target`.
@@ -751,15 +762,9 @@ impl Pager {
             }
             Action::Watch(p) => {
                 let page = p as usize;
-                if !matches!(self.state[page], PageState::Uncompressed) {
-                    return; // not mapped: its next touch faults anyway
-                }
-                let addr = self.addr(page);
-                if let Some(frames) = &mut self.frames {
-                    if frames.park(&self.parts.uffd, page, addr).is_ok() {
-                        self.state[page] = PageState::Trapped;
-                        self.stats.pages_watched += 1;
-                    }
+                // Only a mapped page: any other faults at its next touch anyway.
+                if matches!(self.state[page], PageState::Uncompressed) && self.park(page) {
+                    self.stats.pages_watched += 1;
                 }
             }
             Action::Spill(p) => {

@@ -170,6 +170,8 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
             traps.resident(page as u64);
         }
         at[p] = Where::Uncompressed;
+        // A watch left from before the page went out is void.
+        watched[p] = false;
         policy.touch(page as u64, from, &mut actions);
         let mut i = 0;
         while i < actions.len() {
@@ -186,7 +188,6 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                     r.compressions += 1;
                     compressions += 1;
                     at[v] = Where::Compressed(id);
-                    watched[v] = false;
                     if let Some(traps) = &mut traps {
                         traps.evicted(v as u64);
                     }
@@ -204,7 +205,6 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                 Action::SwapOut(v) => {
                     r.disk_writes += 1;
                     at[v as usize] = Where::Disk(None);
-                    watched[v as usize] = false;
                     if let Some(traps) = &mut traps {
                         traps.evicted(v);
                     }
