@@ -11,6 +11,7 @@
 //! 1991), [`pbpm::Pbpm`] (Yang, dissertation §4.2), [`cpack::CPack`] (§6.6),
 //! [`delta16::Delta16`] (§5.4), [`exepack2::Exepack2`] and
 //! [`iterated::Iterated`] (Wynn and Wu 2000, §3.2 and §2.2), ccvm's own
+//! [`wordlz::WordLz`] (LZ matches with WK-coded literal words) and
 //! [`hybrid::Hybrid`] (WKdm with an LZ4 fallback), and baselines that wrap
 //! the reference C libraries ([`baseline`]: LZ4, LZO1X-1, zstd).
 //!
@@ -52,6 +53,7 @@ pub mod pbpm;
 mod registry;
 mod same_filled;
 pub mod wk;
+pub mod wordlz;
 
 pub use error::{CompressError, DecodeError};
 pub use registry::{by_name, names, CodecInfo, CODECS};

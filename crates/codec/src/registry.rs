@@ -2,7 +2,7 @@
 
 use crate::{
     baseline, copy::Copy, cpack::CPack, delta16::Delta16, exepack2::Exepack2, hybrid::Hybrid, iterated::Iterated,
-    lzrw1::Lzrw1, pbpm::Pbpm, wk, Codec,
+    lzrw1::Lzrw1, pbpm::Pbpm, wk, wordlz::WordLz, Codec,
 };
 
 /// A codec's name, what it is, and how to make one.
@@ -74,6 +74,12 @@ pub const CODECS: &[CodecInfo] = &[
         about: "OS/2 iterated-data pages: repeated byte patterns (paper 004 §2.2)",
         general: true,
         make: || Box::new(Iterated::new()),
+    },
+    CodecInfo {
+        name: "wordlz",
+        about: "ccvm WordLZ: LZ matches at any byte, literal words coded WK-style",
+        general: true,
+        make: || Box::new(WordLz::new()),
     },
     CodecInfo {
         name: "hybrid",
