@@ -242,7 +242,8 @@ fn next_word(dict: &mut [u32; 32], t: u8, idx: &[u8], part: &[u16], lit: &[u32],
     let load = select_unpredictable(exact, i, select_unpredictable(partial, ps, ZERO_SLOT));
     let value = select_unpredictable(miss, l, select_unpredictable(partial, u32::from(f >> 4), 0));
     let w = dict[load & 31] & MASK[t] | value;
-    let store = select_unpredictable(miss, slot(w), select_unpredictable(partial, ps, SINK));
+    // A miss stores to the slot of its literal, known before the load.
+    let store = select_unpredictable(miss, slot(l), select_unpredictable(partial, ps, SINK));
     dict[store & 31] = w;
     c.exacts += usize::from(exact);
     c.part += usize::from(partial);
