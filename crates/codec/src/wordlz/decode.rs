@@ -62,21 +62,29 @@ const _: () = assert!(SCRATCH >= 4 * MAX_TOKENS.div_ceil(4) + 4);
 /// The decoder's working memory: the streams of the word tokens unpacked
 /// into arrays, and the decoded words.
 pub(crate) struct Scratch {
-    words: Box<[u32]>,
-    idx: Box<[u8]>,
-    part: Box<[u16]>,
-    lit: Box<[u32]>,
+    words: Box<[u32; SCRATCH]>,
+    idx: Box<[u8; SCRATCH]>,
+    part: Box<[u16; SCRATCH]>,
+    lit: Box<[u32; SCRATCH]>,
 }
 
 impl Scratch {
     pub(crate) fn new() -> Self {
         Scratch {
-            words: vec![0; SCRATCH].into_boxed_slice(),
-            idx: vec![0; SCRATCH].into_boxed_slice(),
-            part: vec![0; SCRATCH].into_boxed_slice(),
-            lit: vec![0; SCRATCH].into_boxed_slice(),
+            words: boxed(),
+            idx: boxed(),
+            part: boxed(),
+            lit: boxed(),
         }
     }
+}
+
+/// A zeroed array on the heap (not built on the stack first).
+fn boxed<T: Copy + Default, const N: usize>() -> Box<[T; N]> {
+    vec![T::default(); N]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("N entries"))
 }
 
 /// Decodes `input` into `block` (a valid block length).
@@ -230,7 +238,14 @@ struct Cursors {
 
 /// Decodes the next word token (see the module docs).
 #[inline(always)]
-fn next_word(dict: &mut [u32; 32], t: u8, idx: &[u8], part: &[u16], lit: &[u32], c: &mut Cursors) -> u32 {
+fn next_word(
+    dict: &mut [u32; 32],
+    t: u8,
+    idx: &[u8; SCRATCH],
+    part: &[u16; SCRATCH],
+    lit: &[u32; SCRATCH],
+    c: &mut Cursors,
+) -> u32 {
     const M: usize = SCRATCH - 1;
     let t = usize::from(t & 3);
     let i = usize::from(idx[c.exacts & M]);

@@ -46,7 +46,7 @@ fn common(b: &[u8], mut a: usize, mut c: usize) -> usize {
 /// largest block (with room for the unconditional writes past each
 /// cursor).
 pub(crate) struct Encoder {
-    table: Box<[u16]>,
+    table: Box<[u16; TABLE]>,
     seq: Box<[u8]>,
     /// One byte per word token: its tag.
     tags: Box<[u8]>,
@@ -86,7 +86,10 @@ impl Encoder {
     pub(crate) fn new() -> Self {
         let buf = |len: usize| vec![0u8; len + 8].into_boxed_slice();
         Encoder {
-            table: vec![0; TABLE].into_boxed_slice(),
+            table: vec![0; TABLE]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("TABLE entries")),
             seq: buf(2 * MAX_BLOCK),
             tags: buf(MAX_TOKENS),
             idx: buf(MAX_TOKENS),
