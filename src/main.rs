@@ -118,6 +118,10 @@ struct BenchStoreArgs {
     /// Chunk size in bytes (repeatable): a power of two from 4096.
     #[arg(long = "chunk", value_name = "BYTES", default_values_t = [65536usize])]
     chunks: Vec<usize>,
+    /// Measure put and get throughput (MB/s of original pages) with this many threads (repeatable) instead of
+    /// the one-thread churn.
+    #[arg(long = "threads", value_name = "N")]
+    threads: Vec<usize>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -506,6 +510,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 allocators: args.allocators,
                 codec: args.codec,
                 chunks: args.chunks,
+                threads: args.threads,
             };
             bench_store::run(&opts, format)
         }

@@ -147,6 +147,33 @@ fn bench_store_reports_each_allocator_and_refuses_bad_settings() {
         &ccvm(&["bench", "store", "--corpus", corpus, "--chunk", "5000"]),
         &["chunk size 5000 is not a power of two"],
     );
+    // Throughput with two threads: every page is got back as put (the
+    // command fails otherwise), and both phases report a rate.
+    let out = ccvm(&[
+        "bench",
+        "store",
+        "--corpus",
+        corpus,
+        "--allocator",
+        "rm",
+        "--codec",
+        "wordlz",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &rows.as_array().unwrap()[0];
+    assert_eq!((r["threads"].as_u64(), r["pages"].as_u64()), (Some(2), Some(64)));
+    assert!(
+        r["put_mbps"].as_f64().unwrap() > 0.0 && r["get_mbps"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
+    fails_with_one_line(
+        &ccvm(&["bench", "store", "--corpus", corpus, "--threads", "0"]),
+        &["--threads 0"],
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
