@@ -81,6 +81,10 @@
 //!   a nibble and the partial-match field 16 bits.
 //! * The output is checked against the budget every 1 KiB of input, so a
 //!   page that will not fit is abandoned early.
+//! * One candidate per table entry. Keeping the entry's previous position
+//!   too and taking the longer match raised the ratio on `corpus/large`
+//!   from 2.292 to 2.316, but cost a third of the compression speed, the
+//!   axis furthest from its target.
 //! * The match table holds 4096 positions, hashed from the four bytes at
 //!   each; a candidate is verified before use, so a collision costs a
 //!   compare, never a wrong match.
