@@ -276,15 +276,24 @@ fn copy_match(block: &mut [u8], pos: usize, off: usize, len: usize) {
         // Eight bytes at a time, each read whole before it is written: a
         // source eight or more bytes back is never one this copy writes
         // before reading it.
+        // The last chunk overlaps the one before it rather than going byte
+        // by byte; a match of 6 or 7 bytes is two overlapping chunks of 4.
+        fn copy<const W: usize>(block: &mut [u8], from: usize, to: usize) {
+            let v: [u8; W] = block[from..from + W].try_into().expect("W bytes");
+            block[to..to + W].copy_from_slice(&v);
+        }
+        if len < 8 {
+            copy::<4>(block, src, pos);
+            copy::<4>(block, src + len - 4, pos + len - 4);
+            return;
+        }
         let mut k = 0;
         while k + 8 <= len {
-            let v: [u8; 8] = block[src + k..src + k + 8].try_into().expect("8 bytes");
-            block[pos + k..pos + k + 8].copy_from_slice(&v);
+            copy::<8>(block, src + k, pos + k);
             k += 8;
         }
-        while k < len {
-            block[pos + k] = block[src + k];
-            k += 1;
+        if k < len {
+            copy::<8>(block, src + len - 8, pos + len - 8);
         }
         return;
     }
