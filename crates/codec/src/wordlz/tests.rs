@@ -8,6 +8,16 @@ fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
+/// Eight distinct words, then the same eight again; the block, its
+/// encoding (in a buffer of 128 bytes) and the encoding's length.
+fn repeated_run() -> (Vec<u8>, [u8; 128], usize) {
+    let first: Vec<u32> = (0..8).map(|k| 0x1000_0000 * (k + 1) + 0x0505_0505 * k).collect();
+    let block = words(&[first.clone(), first].concat());
+    let mut out = [0u8; 128];
+    let n = WordLz::new().compress(&block, &mut out).unwrap();
+    (block, out, n)
+}
+
 fn round_trip(block: &[u8]) -> usize {
     let mut c = WordLz::new();
     let mut out = vec![0u8; 2 * block.len() + 64];
@@ -53,10 +63,7 @@ fn the_four_word_kinds_are_coded_as_the_format_says() {
 fn a_repeated_run_is_one_match_with_its_offset() {
     // Eight distinct words, then the same eight again: the second half is
     // one match of 32 bytes from 32 back.
-    let first: Vec<u32> = (0..8).map(|k| 0x1000_0000 * (k + 1) + 0x0505_0505 * k).collect();
-    let block = words(&[first.clone(), first].concat());
-    let mut out = [0u8; 128];
-    let n = WordLz::new().compress(&block, &mut out).unwrap();
+    let (block, out, n) = repeated_run();
     // seq: eight words and a match of 32 = 6 + 15 + 11, offset 32.
     assert_eq!(&out[..2], &[4, 0]);
     assert_eq!(&out[8..12], &[0x8F, 32, 0, 11]);
@@ -112,10 +119,7 @@ fn a_match_may_end_just_before_the_block_end() {
 
 #[test]
 fn damaged_offsets_and_lengths_are_named() {
-    let first: Vec<u32> = (0..8).map(|k| 0x1000_0000 * (k + 1) + 0x0505_0505 * k).collect();
-    let block = words(&[first.clone(), first].concat());
-    let mut out = [0u8; 128];
-    let n = WordLz::new().compress(&block, &mut out).unwrap();
+    let (block, out, n) = repeated_run();
     let mut back = vec![0u8; block.len()];
     let mut bad = out[..n].to_vec();
     bad[9] = 200; // the offset: beyond the 32 bytes written
