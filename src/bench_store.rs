@@ -124,7 +124,7 @@ fn throughput(
                 .collect();
             workers.into_iter().try_for_each(|w| w.join().expect("a put thread"))
         })?;
-        puts.push(started.elapsed().as_secs_f64());
+        puts.push(started.elapsed().as_nanos() as u64);
         let check = round == ROUNDS - 1;
         let started = Instant::now();
         let bad = std::thread::scope(|s| {
@@ -149,15 +149,15 @@ fn throughput(
                 .map(|w| w.join().expect("a get thread"))
                 .collect::<anyhow::Result<Vec<_>>>()
         })?;
-        gets.push(started.elapsed().as_secs_f64());
+        gets.push(started.elapsed().as_nanos() as u64);
         if let Some(n) = bad.into_iter().flatten().next() {
             bail!("page {n} came back different from the page put");
         }
     }
     let mb = (pages.len() * PAGE_SIZE) as f64 / 1e6;
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+    let median = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        percentile(v, 0.5) as f64 / 1e9
     };
     Ok(ThroughputRun {
         allocator: allocator.into(),

@@ -154,11 +154,10 @@ impl Encoder {
         if c.run > 0 {
             self.put_seq_head(&mut c, 0);
         }
-        let size = c.size();
-        if size > budget {
+        if c.size() > budget {
             return Err(CompressError::DoesNotFit { budget });
         }
-        self.finish(&c, out)
+        Ok(self.finish(&c, out))
     }
 
     /// Codes word `x` as a token, without branching on its kind.
@@ -262,8 +261,9 @@ impl Encoder {
         c.seq += 1;
     }
 
-    /// Header and streams into `out`, which has room for them.
-    fn finish(&self, c: &Cursors, out: &mut [u8]) -> Result<usize, CompressError> {
+    /// Header and streams into `out`, which has room for them; returns the
+    /// bytes written.
+    fn finish(&self, c: &Cursors, out: &mut [u8]) -> usize {
         let lens = [c.seq, c.tokens.div_ceil(4), c.exacts.div_ceil(2), c.part];
         for (k, len) in lens.iter().enumerate() {
             out[2 * k..2 * k + 2].copy_from_slice(&(*len as u16).to_le_bytes());
@@ -284,6 +284,6 @@ impl Encoder {
         out[at..at + c.lit].copy_from_slice(&self.lit[..c.lit]);
         at += c.lit;
         debug_assert_eq!(at, c.size());
-        Ok(at)
+        at
     }
 }
