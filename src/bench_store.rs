@@ -12,7 +12,11 @@
 //! the churn and after it, and the time of each put and get of the churn
 //! (the store's steady state, as swap traffic meets it) beyond the time
 //! spent in the codec on that same call (median and 99th percentile), on
-//! one thread.
+//! one thread. Times are read from the TSC-based clock of `quanta`: the
+//! system clock costs 50 to 250 ns a reading in this kind of virtual
+//! machine, as much as the store's own work, and four readings frame each
+//! measured call. `--pages N` stores N pages, the corpus repeated, to
+//! measure the store at a scale the corpus does not reach.
 //!
 //! With `--threads N` it measures throughput instead, the figure to set
 //! beside a zram device's: N threads put every corpus page into a fresh
@@ -45,6 +49,8 @@ pub struct Options {
     /// Thread counts for the throughput measurement; empty for the
     /// one-thread churn.
     pub threads: Vec<usize>,
+    /// Pages to store (the corpus repeated); `None` for one per corpus page.
+    pub pages: Option<usize>,
 }
 
 /// Rounds of the throughput measurement (the median is reported).
@@ -270,7 +276,7 @@ fn measure(allocator: &str, chunk: usize, codec: &str, pages: &[&[u8]]) -> anyho
     let mut put_ns = Vec::with_capacity(2 * pages.len());
     let mut get_ns = Vec::with_capacity(pages.len());
     let put = |n: u64, page: &[u8], put_ns: &mut Vec<u64>| -> anyhow::Result<()> {
-        let t = Instant::now();
+        let t = quanta::Instant::now();
         let codec_time = store.put_measured(n, page)?;
         put_ns.push(t.elapsed().saturating_sub(codec_time).as_nanos() as u64);
         Ok(())
@@ -284,7 +290,7 @@ fn measure(allocator: &str, chunk: usize, codec: &str, pages: &[&[u8]]) -> anyho
     let mut frag_max = loaded.fragmentation;
     for i in 0..pages.len() {
         let n = xorshift(&mut x) % pages.len() as u64;
-        let t = Instant::now();
+        let t = quanta::Instant::now();
         let codec_time = store.get_measured(n, &mut out)?;
         get_ns.push(t.elapsed().saturating_sub(codec_time).as_nanos() as u64);
         store.remove(n);
@@ -344,7 +350,15 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     }
     let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
     let files = ccvm_corpus::load_dir(&dir)?;
-    let pages: Vec<&[u8]> = files.iter().flat_map(|f| f.pages()).collect();
+    let corpus: Vec<&[u8]> = files.iter().flat_map(|f| f.pages()).collect();
+    if corpus.is_empty() {
+        bail!("corpus {} holds no pages: give a folder of page files", dir.display());
+    }
+    let pages: Vec<&[u8]> = match opts.pages {
+        Some(0) => bail!("--pages 0: give a number of pages of 1 or more"),
+        Some(n) => corpus.iter().copied().cycle().take(n).collect(),
+        None => corpus,
+    };
     if format == Format::Table && !opts.threads.is_empty() {
         eprintln!(
             "corpus {}: {} pages; codec {}; put all, then get all, {ROUNDS} rounds, medians; MB/s of original pages",

@@ -122,6 +122,10 @@ struct BenchStoreArgs {
     /// the one-thread churn.
     #[arg(long = "threads", value_name = "N")]
     threads: Vec<usize>,
+    /// Store this many pages: the corpus's pages in order, repeated as needed, each under its own page number
+    /// (default: one per corpus page). For measuring the store at a scale the corpus does not reach.
+    #[arg(long, value_name = "N")]
+    pages: Option<usize>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -511,6 +515,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 codec: args.codec,
                 chunks: args.chunks,
                 threads: args.threads,
+                pages: args.pages,
             };
             bench_store::run(&opts, format)
         }

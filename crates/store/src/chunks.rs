@@ -3,7 +3,7 @@
 
 /// Supplies chunks of memory. A request may fail (memory is short, or a
 /// test injects a failure); the store then stays as it was.
-pub trait ChunkSource: Send {
+pub trait ChunkSource: Send + Sync {
     /// A zeroed chunk of `bytes` bytes, or `None` if none can be had.
     fn request(&mut self, bytes: usize) -> Option<Box<[u8]>>;
     /// Takes back a chunk the store no longer needs.

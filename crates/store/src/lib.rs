@@ -20,6 +20,7 @@
 pub mod alloc;
 pub mod chunks;
 mod store;
+mod table;
 
 pub use store::{
     encode, Charge, ConfigError, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES,

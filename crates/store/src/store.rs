@@ -4,16 +4,19 @@
 //!
 //! # Choices
 //!
-//! * The mapping table is hashed, not direct-mapped: the runtime's page
-//!   numbers are sparse (addresses in a large region), and a hash table
-//!   holds only the pages stored. Each entry says how the page is kept:
-//!   as a same-filled value (no slot, as zram does), compressed, or raw
-//!   (a page whose compressed size is above the huge threshold, about 3/4
-//!   of a page by default, as zram's huge class), with its slot.
-//! * Codec work runs outside the store's lock: a put compresses into a
+//! * The mapping table (the `table` module) holds 16 bytes a page, as
+//!   zram's does. Each entry says how the page is kept: as a same-filled
+//!   value (no slot, as zram does), compressed, or raw (a page whose
+//!   compressed size is above the huge threshold, about 3/4 of a page by
+//!   default, as zram's huge class), with its slot.
+//! * Compression runs outside the store's lock: a put compresses into a
 //!   local buffer with a codec taken from a pool, then locks only to place
-//!   the bytes; a get copies the compressed bytes out under the lock and
-//!   decompresses after.
+//!   the bytes. A get decodes straight from the page's slot under a shared
+//!   lock, as zram decodes from the object zsmalloc maps: gets run side by
+//!   side, and no copy of the compressed bytes is made.
+//! * The memory a store counts is exact: chunks, the table's leaves, the
+//!   chunks' member lists and the allocator's books. The store keeps no
+//!   put order; recency is the policy's.
 //! * A put is all or nothing: when the new page cannot be placed (the
 //!   memory limit, or a failed chunk request), the store is left exactly as
 //!   it was, including any older version of that page.
@@ -35,20 +38,38 @@
 //!   store hovering at a chunk boundary does not request and return the same
 //!   chunk over and over.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+// The TSC-based clock: a codec call is a few microseconds, and the
+// system clock's own cost (50 to 250 ns a reading here) would blur the
+// store's share of a call.
+use quanta::Instant;
 
 use ccvm_codec::{same_filled_u64, Codec, CompressError, DecodeError, PAGE_SIZE};
 use thiserror::Error;
 
 use crate::alloc::{self, Slot, SlotAllocator};
 use crate::chunks::{ChunkSource, HeapChunks};
+use crate::table::{Entry, Place, Table};
 
-/// Bookkeeping bytes charged per stored page: its table entry and its place
-/// in the put order (hash-table slot with key, entry and control byte;
-/// B-tree entry with key and value).
+/// Bookkeeping bytes charged to a policy's budget per stored page. A
+/// store counts what it really holds exactly ([`Stats::metadata_bytes`]):
+/// per page, the 16-byte table entry, an 8-byte record in its chunk's
+/// member list and a 16-byte reserve for the allocator's books, about 45
+/// bytes in all with the resource map. The charge stays at the 64 bytes
+/// that every simulation and hand-worked test so far has used, a bound on
+/// that.
 pub const ENTRY_BYTES: usize = 64;
+
+/// Headroom every put keeps beyond what it adds itself.
+const BOOKS_HEADROOM: usize = 64;
+
+/// Bytes counted for every page with a slot against the record that
+/// freeing the slot may add to the allocator's books (a free extent or a
+/// free-list entry; no allocator adds more than 16 bytes per free), so
+/// that removing a page never takes a store past its limit.
+const FREE_RESERVE: usize = 16;
 
 /// The share of a compressed page's bytes charged on top of them for the
 /// store's slack (chunk granularity, fragmentation between slots): 1/8.
@@ -261,45 +282,9 @@ struct Worker {
     buf: Box<[u8; PAGE_SIZE]>,
 }
 
-#[derive(Clone, Copy)]
-enum Place {
-    Same(u64),
-    Compressed(Slot),
-    Raw(Slot),
-}
-
-struct Entry {
-    place: Place,
-    seq: u64,
-    /// Index of the page in its chunk's member list (slots only).
-    member: u32,
-}
-
-impl Place {
-    fn slot(self) -> Option<Slot> {
-        match self {
-            Place::Compressed(s) | Place::Raw(s) => Some(s),
-            Place::Same(_) => None,
-        }
-    }
-
-    /// The same kind of place at `slot`.
-    fn moved_to(self, slot: Slot) -> Place {
-        match self {
-            Place::Raw(_) => Place::Raw(slot),
-            _ => Place::Compressed(slot),
-        }
-    }
-}
-
 /// Everything behind the store's lock.
 struct Inner {
-    table: HashMap<u64, Entry>,
-    /// (seq, page) in put order; a record whose seq no longer matches the
-    /// page's entry is stale (the page was removed or put again) and is
-    /// skipped, and the deque is rebuilt when stale records outnumber live.
-    order: VecDeque<(u64, u64)>,
-    next_seq: u64,
+    table: Table,
     alloc: Box<dyn SlotAllocator>,
     chunks: Vec<Option<Box<[u8]>>>,
     held: usize,
@@ -313,6 +298,8 @@ struct Inner {
     /// Per chunk number: the pages with a slot in it, so that emptying a
     /// chunk visits its own pages and not the whole table.
     members: Vec<Vec<u64>>,
+    /// Bytes the member lists hold (their capacities).
+    member_bytes: usize,
     /// Puts since the last compaction.
     puts_since_compaction: usize,
     stats: Stats,
@@ -331,7 +318,7 @@ struct Inner {
 /// assert!(store.stats().compr_data_size < 4096);
 /// ```
 pub struct Store {
-    inner: Mutex<Inner>,
+    inner: RwLock<Inner>,
     workers: Mutex<Vec<Worker>>,
     make_codec: fn() -> Box<dyn Codec>,
     huge_threshold: usize,
@@ -377,9 +364,7 @@ impl Store {
             ..Stats::default()
         };
         let inner = Inner {
-            table: HashMap::new(),
-            order: VecDeque::new(),
-            next_seq: 0,
+            table: Table::default(),
             alloc,
             chunks: Vec::new(),
             held: 0,
@@ -390,14 +375,23 @@ impl Store {
             puts_since_compaction: 0,
             chunk_used: Vec::new(),
             members: Vec::new(),
+            member_bytes: 0,
             stats,
         };
         Ok(Store {
-            inner: Mutex::new(inner),
+            inner: RwLock::new(inner),
             workers: Mutex::new(Vec::new()),
             make_codec,
             huge_threshold: config.huge_threshold,
         })
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().expect("store lock")
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().expect("store lock")
     }
 
     /// Runs `f` with a codec and a scratch page from the pool (made if the
@@ -439,19 +433,16 @@ impl Store {
     /// As [`Store::put`]; also [`StoreError::PageSize`] if `bytes` is
     /// shorter than `stored` says.
     pub fn put_stored(&self, page_no: u64, stored: Stored, bytes: &[u8]) -> Result<usize, StoreError> {
-        let mut inner = self.inner.lock().expect("store lock");
+        let mut inner = self.write();
         let (bytes, raw) = match stored {
             Stored::Same(v) => {
-                if inner.memory_used() + ENTRY_BYTES > inner.limit {
-                    return Err(StoreError::Full { limit: inner.limit });
-                }
-                inner.insert(page_no, Place::Same(v));
+                inner.put_same(page_no, v)?;
                 return Ok(0);
             }
             Stored::Raw => (bytes.get(..PAGE_SIZE).ok_or(StoreError::PageSize(bytes.len()))?, true),
             Stored::Compressed(n) => (bytes.get(..n).ok_or(StoreError::PageSize(bytes.len()))?, false),
         };
-        let slot = inner.place(bytes)?;
+        let slot = inner.place(page_no, bytes)?;
         inner.insert(page_no, if raw { Place::Raw(slot) } else { Place::Compressed(slot) });
         inner.grow_ahead();
         Ok(slot.len as usize)
@@ -477,13 +468,7 @@ impl Store {
             return Err(StoreError::PageSize(page.len()));
         }
         if let Some(v) = same_filled_u64(page) {
-            let mut inner = self.inner.lock().expect("store lock");
-            // Every put keeps an entry's worth of headroom: freeing a
-            // replaced slot can add a record to the allocator's books.
-            if inner.memory_used() + ENTRY_BYTES > inner.limit {
-                return Err(StoreError::Full { limit: inner.limit });
-            }
-            inner.insert(page_no, Place::Same(v));
+            self.write().put_same(page_no, v)?;
             return Ok((0, Duration::ZERO));
         }
         self.with_worker(|w| {
@@ -495,8 +480,8 @@ impl Store {
                 Err(CompressError::DoesNotFit { .. }) => (page, true),
                 Err(e) => unreachable!("a page is a valid block: {e}"),
             };
-            let mut inner = self.inner.lock().expect("store lock");
-            let slot = inner.place(bytes)?;
+            let mut inner = self.write();
+            let slot = inner.place(page_no, bytes)?;
             let place = if raw { Place::Raw(slot) } else { Place::Compressed(slot) };
             inner.insert(page_no, place);
             inner.grow_ahead();
@@ -528,31 +513,25 @@ impl Store {
             return Err(StoreError::PageSize(out.len()));
         }
         self.with_worker(|w| {
-            let len = {
-                let inner = self.inner.lock().expect("store lock");
-                let entry = inner.table.get(&page_no).ok_or(StoreError::NotFound(page_no))?;
-                match entry.place {
-                    Place::Same(v) => {
-                        for word in out.chunks_exact_mut(8) {
-                            word.copy_from_slice(&v.to_le_bytes());
-                        }
-                        return Ok(Duration::ZERO);
-                    }
-                    Place::Raw(slot) => {
-                        out.copy_from_slice(inner.bytes(slot));
-                        return Ok(Duration::ZERO);
-                    }
-                    Place::Compressed(slot) => {
-                        w.buf[..slot.len as usize].copy_from_slice(inner.bytes(slot));
-                        slot.len as usize
-                    }
+            let inner = self.read();
+            let entry = inner.table.get(page_no).ok_or(StoreError::NotFound(page_no))?;
+            match entry.place {
+                Place::Same(v) => {
+                    fill(out, v);
+                    Ok(Duration::ZERO)
                 }
-            };
-            let started = measure.then(Instant::now);
-            w.codec
-                .decompress(&w.buf[..len], out)
-                .map_err(|source| StoreError::Corrupt { page: page_no, source })?;
-            Ok(started.map_or(Duration::ZERO, |t| t.elapsed()))
+                Place::Raw(slot) => {
+                    out.copy_from_slice(inner.bytes(slot));
+                    Ok(Duration::ZERO)
+                }
+                Place::Compressed(slot) => {
+                    let started = measure.then(Instant::now);
+                    w.codec
+                        .decompress(inner.bytes(slot), out)
+                        .map_err(|source| StoreError::Corrupt { page: page_no, source })?;
+                    Ok(started.map_or(Duration::ZERO, |t| t.elapsed()))
+                }
+            }
         })
     }
 
@@ -582,14 +561,10 @@ impl Store {
             return Err(StoreError::PageSize(out.len()));
         }
         self.with_worker(|w| {
-            let mut inner = self.inner.lock().expect("store lock");
-            let entry = inner.table.get(&page_no).ok_or(StoreError::NotFound(page_no))?;
+            let mut inner = self.write();
+            let entry = inner.table.get(page_no).ok_or(StoreError::NotFound(page_no))?;
             match entry.place {
-                Place::Same(v) => {
-                    for word in out.chunks_exact_mut(8) {
-                        word.copy_from_slice(&v.to_le_bytes());
-                    }
-                }
+                Place::Same(v) => fill(out, v),
                 Place::Raw(slot) => out.copy_from_slice(inner.bytes(slot)),
                 Place::Compressed(slot) => w
                     .codec
@@ -615,8 +590,8 @@ impl Store {
         if out.len() != PAGE_SIZE {
             return Err(StoreError::PageSize(out.len()));
         }
-        let mut inner = self.inner.lock().expect("store lock");
-        let entry = inner.table.get(&page_no).ok_or(StoreError::NotFound(page_no))?;
+        let mut inner = self.write();
+        let entry = inner.table.get(page_no).ok_or(StoreError::NotFound(page_no))?;
         let stored = match entry.place {
             Place::Same(v) => Stored::Same(v),
             Place::Raw(slot) => {
@@ -636,12 +611,12 @@ impl Store {
     /// Memory the store uses now, all counted (as
     /// [`Stats::memory_used`], without taking a whole snapshot).
     pub fn memory_used(&self) -> u64 {
-        self.inner.lock().expect("store lock").memory_used() as u64
+        self.read().memory_used() as u64
     }
 
     /// Removes page `page_no`; returns whether it was stored.
     pub fn remove(&self, page_no: u64) -> bool {
-        let mut inner = self.inner.lock().expect("store lock");
+        let mut inner = self.write();
         let found = inner.take(page_no);
         inner.maybe_release();
         found
@@ -649,33 +624,12 @@ impl Store {
 
     /// Whether page `page_no` is stored.
     pub fn contains(&self, page_no: u64) -> bool {
-        self.inner.lock().expect("store lock").table.contains_key(&page_no)
-    }
-
-    /// The pages stored, from the oldest put to the newest (a snapshot).
-    pub fn oldest_first(&self) -> Vec<u64> {
-        let inner = self.inner.lock().expect("store lock");
-        inner
-            .order
-            .iter()
-            .filter(|&&(seq, p)| inner.is_live(seq, p))
-            .map(|&(_, p)| p)
-            .collect()
-    }
-
-    /// The page put longest ago, if any.
-    pub fn oldest(&self) -> Option<u64> {
-        let inner = self.inner.lock().expect("store lock");
-        inner
-            .order
-            .iter()
-            .find(|&&(seq, p)| inner.is_live(seq, p))
-            .map(|&(_, p)| p)
+        self.read().table.contains(page_no)
     }
 
     /// The store's counters now.
     pub fn stats(&self) -> Stats {
-        self.inner.lock().expect("store lock").snapshot()
+        self.read().snapshot()
     }
 
     /// Like [`Store::compact`], but only when it pays: enough pages have
@@ -685,7 +639,7 @@ impl Store {
     /// it gives back that much memory. Returns the pages moved (0 if it
     /// did not run).
     pub fn compact_when_due(&self) -> usize {
-        let mut inner = self.inner.lock().expect("store lock");
+        let mut inner = self.write();
         let held = inner.held * inner.chunk_size;
         let free = held - inner.used;
         if !inner.compaction_due() || (free as f64) < COMPACTION_MIN_FREE * held as f64 {
@@ -701,13 +655,13 @@ impl Store {
     /// The cheap alternative to [`Store::compact`] when the store must
     /// shrink by a little.
     pub fn reclaim_chunk(&self) -> bool {
-        self.inner.lock().expect("store lock").reclaim_chunk()
+        self.write().reclaim_chunk()
     }
 
     /// Re-places every slot to gather free space, returning pages moved.
     /// Runs by itself when an allocation fails for fragmentation.
     pub fn compact(&self) -> usize {
-        let mut inner = self.inner.lock().expect("store lock");
+        let mut inner = self.write();
         let moved = inner.compact();
         inner.release_empty_chunks();
         moved
@@ -721,42 +675,47 @@ impl Inner {
         self.puts_since_compaction * COMPACTION_MOVES_PER_PUT >= self.table.len()
     }
 
-    fn is_live(&self, seq: u64, page: u64) -> bool {
-        self.table.get(&page).is_some_and(|e| e.seq == seq)
-    }
-
-    /// Drops stale put-order records from the front, and rebuilds the deque
-    /// once stale records outnumber live ones (so it stays O(1) amortised).
-    fn drop_stale_order(&mut self) {
-        while let Some(&(seq, p)) = self.order.front() {
-            if self.is_live(seq, p) {
-                break;
-            }
-            self.order.pop_front();
-        }
-        if self.order.len() > 2 * self.table.len() + 64 {
-            let table = &self.table;
-            self.order
-                .retain(|&(seq, p)| table.get(&p).is_some_and(|e| e.seq == seq));
-        }
-    }
-
     fn bytes(&self, slot: Slot) -> &[u8] {
         let chunk = self.chunks[slot.chunk as usize].as_ref().expect("slot in a held chunk");
         &chunk[slot.offset as usize..(slot.offset + slot.len) as usize]
     }
 
     fn metadata(&self) -> usize {
-        self.alloc.metadata_bytes() + self.table.len() * ENTRY_BYTES
+        let slots = self.table.len() - self.stats.same_pages as usize;
+        self.alloc.metadata_bytes() + self.table.bytes() + self.member_bytes + slots * FREE_RESERVE
     }
 
     fn memory_used(&self) -> usize {
         self.held * self.chunk_size + self.metadata()
     }
 
-    /// Whether one more chunk (and one more table entry) stays within the limit.
+    /// Whether one more chunk (and a put's headroom) stays within the limit.
     fn may_grow(&self) -> bool {
-        self.memory_used() + self.chunk_size + ENTRY_BYTES <= self.limit
+        self.memory_used() + self.chunk_size + BOOKS_HEADROOM <= self.limit
+    }
+
+    /// Bytes the books would grow by if `page_no` were put in `chunk`
+    /// (`None` for a same-filled page), plus [`BOOKS_HEADROOM`].
+    fn put_cost(&self, page_no: u64, chunk: Option<u32>) -> usize {
+        let members = chunk.map_or(0, |c| {
+            let list = self.members.get(c as usize);
+            match list {
+                Some(l) if l.len() < l.capacity() => 0,
+                Some(l) => member_growth(l.capacity()),
+                None => member_growth(0),
+            }
+        });
+        let reserve = if chunk.is_some() { FREE_RESERVE } else { 0 };
+        self.table.insert_cost(page_no) + members + reserve + BOOKS_HEADROOM
+    }
+
+    /// Stores a same-filled page.
+    fn put_same(&mut self, page_no: u64, v: u64) -> Result<(), StoreError> {
+        if self.memory_used() + self.put_cost(page_no, None) > self.limit {
+            return Err(StoreError::Full { limit: self.limit });
+        }
+        self.insert(page_no, Place::Same(v));
+        Ok(())
     }
 
     fn add_chunk(&mut self) -> bool {
@@ -781,11 +740,11 @@ impl Inner {
         self.stats.mem_used_max = self.stats.mem_used_max.max(self.memory_used() as u64);
     }
 
-    /// Finds a slot for `bytes` and copies them in.
-    fn place(&mut self, bytes: &[u8]) -> Result<Slot, StoreError> {
+    /// Finds a slot for `bytes` of page `page_no` and copies them in.
+    fn place(&mut self, page_no: u64, bytes: &[u8]) -> Result<Slot, StoreError> {
         let len = bytes.len();
         // The new entry's bookkeeping must fit too.
-        if self.memory_used() + ENTRY_BYTES > self.limit {
+        if self.memory_used() + self.put_cost(page_no, None) > self.limit {
             return Err(StoreError::Full { limit: self.limit });
         }
         let mut compacted = false;
@@ -823,8 +782,9 @@ impl Inner {
                 StoreError::Full { limit: self.limit }
             });
         };
-        // Allocator bookkeeping may have grown with the slot.
-        if self.memory_used() + ENTRY_BYTES > self.limit {
+        // Allocator bookkeeping may have grown with the slot, and the
+        // chunk's member list may have to grow.
+        if self.memory_used() + self.put_cost(page_no, Some(slot.chunk)) > self.limit {
             self.alloc.free(slot);
             self.release_empty_chunks();
             return Err(StoreError::Full { limit: self.limit });
@@ -870,9 +830,11 @@ impl Inner {
         if self.held < 2 || free_elsewhere < live + live / 4 {
             return false;
         }
-        let moving: Vec<(u64, Slot)> = std::mem::take(self.members.get_mut(c).unwrap_or(&mut Vec::new()))
+        let listed = std::mem::take(self.members.get_mut(c).unwrap_or(&mut Vec::new()));
+        self.member_bytes -= listed.capacity() * 8;
+        let moving: Vec<(u64, Slot)> = listed
             .into_iter()
-            .map(|p| (p, self.table[&p].place.slot().expect("a member has a slot")))
+            .map(|p| (p, self.entry(p).place.slot().expect("a member has a slot")))
             .collect();
         let mut bytes = Vec::with_capacity(live);
         for &(_, slot) in &moving {
@@ -902,9 +864,8 @@ impl Inner {
             at += len;
             self.note_slot(new, true);
             let member = self.join(page, new);
-            let entry = self.table.get_mut(&page).expect("a moving page has an entry");
-            entry.place = entry.place.moved_to(new);
-            entry.member = member;
+            let place = self.entry(page).place.moved_to(new);
+            self.table.update(page, Entry { place, member });
             self.stats.pages_compacted += 1;
         }
         if spare_back {
@@ -913,18 +874,25 @@ impl Inner {
         let memory = self.chunks[spare as usize].take().expect("held chunk");
         self.source.give_back(memory);
         self.held -= 1;
+        self.drop_members(spare);
         true
+    }
+
+    /// Frees the (empty) member list of a chunk given back.
+    fn drop_members(&mut self, chunk: u32) {
+        if let Some(list) = self.members.get_mut(chunk as usize) {
+            debug_assert!(list.is_empty(), "a chunk given back has no members");
+            self.member_bytes -= list.capacity() * 8;
+            *list = Vec::new();
+        }
     }
 
     /// Records `place` for `page_no`, freeing what it replaces.
     fn insert(&mut self, page_no: u64, place: Place) {
         let replaced = self.take(page_no);
-        let seq = self.next_seq;
-        self.next_seq += 1;
         self.puts_since_compaction += 1;
-        self.order.push_back((seq, page_no));
         let member = place.slot().map_or(0, |slot| self.join(page_no, slot));
-        self.table.insert(page_no, Entry { place, seq, member });
+        self.table.insert(page_no, Entry { place, member });
         let s = &mut self.stats;
         match place {
             Place::Same(_) => s.same_pages += 1,
@@ -942,10 +910,9 @@ impl Inner {
 
     /// Forgets page `page_no` and frees its slot; whether it was stored.
     fn take(&mut self, page_no: u64) -> bool {
-        let Some(entry) = self.table.remove(&page_no) else {
+        let Some(entry) = self.table.remove(page_no) else {
             return false;
         };
-        self.drop_stale_order();
         let s = &mut self.stats;
         let slot = match entry.place {
             Place::Same(_) => {
@@ -971,8 +938,19 @@ impl Inner {
         if self.members.len() <= c {
             self.members.resize_with(c + 1, Vec::new);
         }
-        self.members[c].push(page);
-        (self.members[c].len() - 1) as u32
+        let list = &mut self.members[c];
+        if list.len() == list.capacity() {
+            let before = list.capacity();
+            list.reserve_exact(member_growth(before) / 8);
+            self.member_bytes += (list.capacity() - before) * 8;
+        }
+        list.push(page);
+        (list.len() - 1) as u32
+    }
+
+    /// The entry of a page known to be stored.
+    fn entry(&self, page: u64) -> Entry {
+        self.table.get(page).expect("a listed page has an entry")
     }
 
     /// Takes the member at `index` off `slot`'s chunk's list (its page's
@@ -981,7 +959,8 @@ impl Inner {
         let list = &mut self.members[slot.chunk as usize];
         list.swap_remove(index as usize);
         if let Some(&moved) = list.get(index as usize) {
-            self.table.get_mut(&moved).expect("a member has an entry").member = index;
+            let place = self.entry(moved).place;
+            self.table.update(moved, Entry { place, member: index });
         }
     }
 
@@ -1013,6 +992,7 @@ impl Inner {
             let memory = self.chunks[id as usize].take().expect("held chunk");
             self.source.give_back(memory);
             self.held -= 1;
+            self.drop_members(id);
         }
         if let Some(id) = spare {
             self.alloc.add_chunk(id);
@@ -1024,10 +1004,7 @@ impl Inner {
         let mut placed: Vec<(Slot, u64)> = self
             .table
             .iter()
-            .filter_map(|(&p, e)| match e.place {
-                Place::Compressed(s) | Place::Raw(s) => Some((s, p)),
-                Place::Same(_) => None,
-            })
+            .filter_map(|(p, e)| e.place.slot().map(|s| (s, p)))
             .collect();
         placed.sort_by_key(|(s, _)| (s.chunk, s.offset));
         let mut moved = 0;
@@ -1043,8 +1020,14 @@ impl Inner {
                 self.note_slot(new, true);
                 let chunk = self.chunks[new.chunk as usize].as_mut().expect("slot in a held chunk");
                 chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&buf[..len]);
-                let entry = self.table.get_mut(&page).expect("entry of a placed page");
-                entry.place = entry.place.moved_to(new);
+                let e = self.entry(page);
+                self.table.update(
+                    page,
+                    Entry {
+                        place: e.place.moved_to(new),
+                        member: e.member,
+                    },
+                );
                 moved += 1;
             }
         }
@@ -1058,15 +1041,11 @@ impl Inner {
     /// Lists every page under its chunk again (after compaction moved many).
     fn rebuild_members(&mut self) {
         self.members.iter_mut().for_each(Vec::clear);
-        let mut placed: Vec<(u64, Slot)> = self
-            .table
-            .iter()
-            .filter_map(|(&p, e)| e.place.slot().map(|s| (p, s)))
-            .collect();
+        let mut placed: Vec<(u64, Entry)> = self.table.iter().filter(|(_, e)| e.place.slot().is_some()).collect();
         placed.sort_unstable_by_key(|&(p, _)| p);
-        for (page, slot) in placed {
-            let member = self.join(page, slot);
-            self.table.get_mut(&page).expect("listed from the table").member = member;
+        for (page, e) in placed {
+            let member = self.join(page, e.place.slot().expect("filtered for a slot"));
+            self.table.update(page, Entry { place: e.place, member });
         }
     }
 
@@ -1085,4 +1064,17 @@ impl Inner {
             ..self.stats.clone()
         }
     }
+}
+
+/// Fills a page with the 8-byte word `v` (little-endian).
+fn fill(out: &mut [u8], v: u64) {
+    for word in out.chunks_exact_mut(8) {
+        word.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// Bytes a member list of `capacity` records grows by when full: it
+/// doubles, from 8 records.
+fn member_growth(capacity: usize) -> usize {
+    capacity.max(8) * 8
 }

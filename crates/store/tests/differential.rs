@@ -154,7 +154,7 @@ fn run(
         if i % 1000 == 0 {
             assert_eq!(s.pages as usize, model.len());
             assert_eq!(s.orig_data_size, 4096 * model.len() as u64);
-            assert_eq!(store.oldest_first().len(), model.len());
+            assert_eq!(store.stats().pages as usize, model.len());
         }
     }
     let stats = store.stats();

@@ -43,7 +43,7 @@ pub struct Slot {
 /// Places variable-sized slots in chunks of one size.
 ///
 /// Allocators manage offsets only; the caller owns the chunks' memory.
-pub trait SlotAllocator: Send {
+pub trait SlotAllocator: Send + Sync {
     /// The name [`by_name`] accepts.
     fn name(&self) -> &'static str;
 
