@@ -12,8 +12,15 @@
 //! the same packing and keeps a slot one byte range); a span whose objects
 //! are all free goes back to the chunk's free pages; slots larger than a
 //! page (possible only with chunks above 4 KiB) take whole pages.
+//!
+//! Every operation is a few array steps: each chunk maps its pages to the
+//! spans on them, each span keeps a bitmap of its free objects, and each
+//! class an ordered set of its spans with a free object. Objects are taken
+//! from the lowest such span, at its lowest free object, and spans from
+//! the lowest chunk with room, so that the store's compaction (free, then
+//! allocate again, in address order) moves objects towards the front.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::{Slot, SlotAllocator};
 
@@ -21,25 +28,61 @@ const PAGE: usize = ccvm_codec::PAGE_SIZE;
 const MIN_SIZE: usize = 32;
 const STEP: usize = 16;
 const MAX_SPAN_PAGES: usize = 4;
+/// Objects a span can hold at most: four pages of the smallest class.
+const MAX_OBJECTS: usize = MAX_SPAN_PAGES * PAGE / MIN_SIZE;
+const WORDS: usize = MAX_OBJECTS / 64;
+/// No span on a page.
+const NONE: u32 = u32::MAX;
+/// The class of a span holding one slot larger than a page.
+const LARGE: u32 = u32::MAX;
+
+/// Bookkeeping bytes counted per span, per class-set or open-chunk record,
+/// and per chunk page (see [`SlotAllocator::metadata_bytes`]).
+const SPAN_BYTES: usize = std::mem::size_of::<Span>();
+const RECORD_BYTES: usize = 16;
+const PAGE_BYTES: usize = 4;
 
 struct Class {
-    size: usize,
-    span_pages: usize,
-    /// Free objects, as (chunk, offset).
-    free: BTreeSet<(u32, u32)>,
+    size: u32,
+    span_pages: u32,
+    objects: u32,
+    /// Spans with a free object, as (chunk, first page, span).
+    partial: BTreeSet<(u32, u32, u32)>,
+}
+
+struct Span {
+    chunk: u32,
+    first: u32,
+    pages: u32,
+    class: u32,
+    used: u32,
+    /// Bit k set: object k is free.
+    free: [u64; WORDS],
+}
+
+struct Chunk {
+    /// The span on each page, or [`NONE`].
+    page_span: Vec<u32>,
+    used_pages: u32,
+    /// Whether it is in the allocator's `empties` list.
+    listed: bool,
 }
 
 /// Size-class allocator. See the [module docs](self).
 pub struct SizeClasses {
     chunk_size: usize,
     classes: Vec<Class>,
-    /// Pages not in any span, as (chunk, page).
-    free_pages: BTreeSet<(u32, u32)>,
-    /// Spans in use: (chunk, first page) → (class or usize::MAX for a large
-    /// slot, pages, objects in use).
-    spans: BTreeMap<(u32, u32), (usize, u32, u32)>,
-    /// Pages in use per chunk held.
-    chunks: BTreeMap<u32, u32>,
+    /// Spans by number; numbers in `spare_spans` are unused.
+    spans: Vec<Span>,
+    spare_spans: Vec<u32>,
+    chunks: Vec<Option<Chunk>>,
+    /// Held chunks with a free page.
+    open: BTreeSet<u32>,
+    /// Chunks that became empty (checked again when popped).
+    empties: Vec<u32>,
+    held: usize,
+    live_spans: usize,
+    partial_records: usize,
 }
 
 impl SizeClasses {
@@ -62,18 +105,24 @@ impl SizeClasses {
                     .min_by(|&a, &b| ((a * PAGE) % size * b).cmp(&((b * PAGE) % size * a)).then(a.cmp(&b)))
                     .unwrap_or(1);
                 Class {
-                    size,
-                    span_pages,
-                    free: BTreeSet::new(),
+                    size: size as u32,
+                    span_pages: span_pages as u32,
+                    objects: (span_pages * PAGE / size) as u32,
+                    partial: BTreeSet::new(),
                 }
             })
             .collect();
         SizeClasses {
             chunk_size,
             classes,
-            free_pages: BTreeSet::new(),
-            spans: BTreeMap::new(),
-            chunks: BTreeMap::new(),
+            spans: Vec::new(),
+            spare_spans: Vec::new(),
+            chunks: Vec::new(),
+            open: BTreeSet::new(),
+            empties: Vec::new(),
+            held: 0,
+            live_spans: 0,
+            partial_records: 0,
         }
     }
 
@@ -81,33 +130,77 @@ impl SizeClasses {
         (len.max(MIN_SIZE) - MIN_SIZE).div_ceil(STEP)
     }
 
-    /// Takes `n` contiguous free pages of one chunk.
-    fn take_pages(&mut self, n: u32) -> Option<(u32, u32)> {
-        let start = self
-            .free_pages
-            .iter()
-            .find(|&&(c, p)| (p..p + n).all(|q| self.free_pages.contains(&(c, q))))
-            .copied()?;
-        for q in start.1..start.1 + n {
-            self.free_pages.remove(&(start.0, q));
-        }
-        *self.chunks.get_mut(&start.0).expect("page of a held chunk") += n;
-        Some(start)
+    fn chunk(&mut self, c: u32) -> &mut Chunk {
+        self.chunks[c as usize].as_mut().expect("a held chunk")
     }
 
-    fn give_pages(&mut self, chunk: u32, first: u32, n: u32) {
-        for q in first..first + n {
-            self.free_pages.insert((chunk, q));
+    /// Takes `n` contiguous free pages of the lowest chunk that has them
+    /// for a new span of `class`; returns the span's number.
+    fn new_span(&mut self, n: u32, class: u32, objects: u32) -> Option<u32> {
+        let (c, first) = self.open.iter().find_map(|&c| {
+            let pages = &self.chunks[c as usize]
+                .as_ref()
+                .expect("an open chunk is held")
+                .page_span;
+            let mut run = 0;
+            for (p, &s) in pages.iter().enumerate() {
+                run = if s == NONE { run + 1 } else { 0 };
+                if run == n {
+                    return Some((c, p as u32 + 1 - n));
+                }
+            }
+            None
+        })?;
+        let mut free = [0u64; WORDS];
+        for k in 0..objects as usize {
+            free[k / 64] |= 1 << (k % 64);
         }
-        *self.chunks.get_mut(&chunk).expect("page of a held chunk") -= n;
+        let span = Span {
+            chunk: c,
+            first,
+            pages: n,
+            class,
+            used: 0,
+            free,
+        };
+        let id = match self.spare_spans.pop() {
+            Some(id) => {
+                self.spans[id as usize] = span;
+                id
+            }
+            None => {
+                self.spans.push(span);
+                (self.spans.len() - 1) as u32
+            }
+        };
+        let pages_per_chunk = (self.chunk_size / PAGE) as u32;
+        let chunk = self.chunk(c);
+        chunk.page_span[first as usize..(first + n) as usize].fill(id);
+        chunk.used_pages += n;
+        if chunk.used_pages == pages_per_chunk {
+            self.open.remove(&c);
+        }
+        self.live_spans += 1;
+        Some(id)
     }
 
-    /// The span holding byte `offset` of `chunk`.
-    fn span_of(&self, chunk: u32, offset: u32) -> (u32, u32) {
-        let page = offset / PAGE as u32;
-        let (&key, _) = self.spans.range(..=(chunk, page)).next_back().expect("slot in a span");
-        debug_assert_eq!(key.0, chunk);
-        key
+    /// Gives an empty span's pages back to its chunk.
+    fn drop_span(&mut self, id: u32) {
+        let (c, first, n) = {
+            let s = &self.spans[id as usize];
+            (s.chunk, s.first, s.pages)
+        };
+        let chunk = self.chunk(c);
+        chunk.page_span[first as usize..(first + n) as usize].fill(NONE);
+        chunk.used_pages -= n;
+        let list = chunk.used_pages == 0 && !chunk.listed;
+        chunk.listed |= list;
+        self.open.insert(c);
+        if list {
+            self.empties.push(c);
+        }
+        self.spare_spans.push(id);
+        self.live_spans -= 1;
     }
 }
 
@@ -126,80 +219,125 @@ impl SlotAllocator for SizeClasses {
         }
         if len > PAGE {
             let n = len.div_ceil(PAGE) as u32;
-            let (chunk, first) = self.take_pages(n)?;
-            self.spans.insert((chunk, first), (usize::MAX, n, 1));
+            let id = self.new_span(n, LARGE, 1)?;
+            let s = &mut self.spans[id as usize];
+            s.used = 1;
+            s.free = [0; WORDS];
             return Some(Slot {
-                chunk,
-                offset: first * PAGE as u32,
+                chunk: s.chunk,
+                offset: s.first * PAGE as u32,
                 len: len as u32,
             });
         }
         let c = Self::class_of(len);
-        if self.classes[c].free.is_empty() {
-            let (size, pages) = (self.classes[c].size, self.classes[c].span_pages);
-            let (chunk, first) = self.take_pages(pages as u32)?;
-            self.spans.insert((chunk, first), (c, pages as u32, 0));
-            let base = first * PAGE as u32;
-            for k in 0..(pages * PAGE / size) as u32 {
-                self.classes[c].free.insert((chunk, base + k * size as u32));
+        let id = match self.classes[c].partial.first() {
+            Some(&(_, _, id)) => id,
+            None => {
+                let (pages, objects) = (self.classes[c].span_pages, self.classes[c].objects);
+                let id = self.new_span(pages, c as u32, objects)?;
+                let s = &self.spans[id as usize];
+                self.classes[c].partial.insert((s.chunk, s.first, id));
+                self.partial_records += 1;
+                id
             }
-        }
-        let (chunk, offset) = self.classes[c].free.pop_first()?;
-        let span = self.span_of(chunk, offset);
-        self.spans.get_mut(&span).expect("span").2 += 1;
-        Some(Slot {
-            chunk,
-            offset,
+        };
+        let size = self.classes[c].size;
+        let s = &mut self.spans[id as usize];
+        let w = s
+            .free
+            .iter()
+            .position(|&w| w != 0)
+            .expect("a partial span has a free object");
+        let k = w * 64 + s.free[w].trailing_zeros() as usize;
+        s.free[w] &= s.free[w] - 1;
+        s.used += 1;
+        let slot = Slot {
+            chunk: s.chunk,
+            offset: s.first * PAGE as u32 + k as u32 * size,
             len: len as u32,
-        })
+        };
+        if s.used == self.classes[c].objects {
+            let key = (s.chunk, s.first, id);
+            self.classes[c].partial.remove(&key);
+            self.partial_records -= 1;
+        }
+        Some(slot)
     }
 
     fn free(&mut self, slot: Slot) {
-        let span = self.span_of(slot.chunk, slot.offset);
-        let (class, pages, used) = *self.spans.get(&span).expect("span");
-        if class == usize::MAX || used == 1 {
-            if class != usize::MAX {
-                // The span is empty: take its objects off the free list.
-                let (lo, hi) = (span.1 * PAGE as u32, (span.1 + pages) * PAGE as u32);
-                let free = &mut self.classes[class].free;
-                let inside: Vec<_> = free.range((span.0, lo)..(span.0, hi)).copied().collect();
-                for o in inside {
-                    free.remove(&o);
-                }
-            }
-            self.spans.remove(&span);
-            self.give_pages(span.0, span.1, pages);
+        let page = slot.offset as usize / PAGE;
+        let id = self.chunks[slot.chunk as usize]
+            .as_ref()
+            .map(|c| c.page_span[page])
+            .filter(|&id| id != NONE)
+            .expect("a slot lies in a span");
+        let s = &mut self.spans[id as usize];
+        s.used -= 1;
+        if s.class == LARGE {
+            self.drop_span(id);
             return;
         }
-        self.classes[class].free.insert((slot.chunk, slot.offset));
-        self.spans.get_mut(&span).expect("span").2 -= 1;
+        let class = &mut self.classes[s.class as usize];
+        let k = (slot.offset - s.first * PAGE as u32) / class.size;
+        debug_assert_eq!(s.free[k as usize / 64] >> (k % 64) & 1, 0, "freeing a free object");
+        s.free[k as usize / 64] |= 1 << (k % 64);
+        let key = (s.chunk, s.first, id);
+        if s.used + 1 == class.objects {
+            class.partial.insert(key);
+            self.partial_records += 1;
+        }
+        if s.used == 0 {
+            class.partial.remove(&key);
+            self.partial_records -= 1;
+            self.drop_span(id);
+        }
     }
 
     fn add_chunk(&mut self, chunk: u32) {
-        assert!(self.chunks.insert(chunk, 0).is_none(), "chunk {chunk} is already held");
-        for p in 0..(self.chunk_size / PAGE) as u32 {
-            self.free_pages.insert((chunk, p));
+        let c = chunk as usize;
+        if self.chunks.len() <= c {
+            self.chunks.resize_with(c + 1, || None);
         }
+        assert!(self.chunks[c].is_none(), "chunk {chunk} is already held");
+        self.chunks[c] = Some(Chunk {
+            page_span: vec![NONE; self.chunk_size / PAGE],
+            used_pages: 0,
+            listed: true,
+        });
+        self.open.insert(chunk);
+        self.empties.push(chunk);
+        self.held += 1;
     }
 
     fn pop_empty_chunk(&mut self) -> Option<u32> {
-        let (&chunk, _) = self.chunks.iter().rev().find(|(_, &n)| n == 0)?;
-        self.chunks.remove(&chunk);
-        for p in 0..(self.chunk_size / PAGE) as u32 {
-            self.free_pages.remove(&(chunk, p));
+        while let Some(c) = self.empties.pop() {
+            let Some(books) = self.chunks[c as usize].as_mut() else {
+                continue;
+            };
+            books.listed = false;
+            if books.used_pages == 0 {
+                self.chunks[c as usize] = None;
+                self.open.remove(&c);
+                self.held -= 1;
+                return Some(c);
+            }
         }
-        Some(chunk)
+        None
     }
 
     fn footprint(&self, len: usize) -> usize {
         if len > PAGE {
             len.div_ceil(PAGE) * PAGE
         } else {
-            self.classes[Self::class_of(len)].size
+            self.classes[Self::class_of(len)].size as usize
         }
     }
 
     fn metadata_bytes(&self) -> usize {
-        (self.free_pages.len() + self.classes.iter().map(|c| c.free.len()).sum::<usize>()) * 16 + self.spans.len() * 32
+        // A free adds at most one record to a class's set (16 bytes) and
+        // frees a span (more than that) when it empties it.
+        self.live_spans * SPAN_BYTES
+            + (self.partial_records + self.open.len()) * RECORD_BYTES
+            + self.held * (self.chunk_size / PAGE * PAGE_BYTES + 32)
     }
 }
