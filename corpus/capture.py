@@ -12,7 +12,8 @@ compressed with the zstd command-line tool: <name>.pages.zst.
 Must run as root (pagemap's present bit and /proc/PID/mem of another
 process need it). Needs python3, gcc, node, java/javac and sqlite3.
 
-Usage: sudo python3 corpus/capture.py [--out corpus/pages] [--pages 1024]
+The Go, Rust and Perl sources need go, rustc and perl as well.
+Usage: sudo python3 corpus/capture.py [--out corpus/pages] [--pages 1024] [--only NAME]...
 """
 
 import argparse
@@ -132,6 +133,108 @@ SELECT count(*) FROM items WHERE sku LIKE 'SKU-0001%';
 """
 
 
+GO_SERVICE = r"""
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// A session store and response cache, as a web service keeps in memory.
+type Event struct {
+	At     time.Time
+	Kind   string
+	Path   string
+	Status int
+	Bytes  int64
+}
+
+type Session struct {
+	ID      string
+	User    string
+	Roles   []string
+	Created time.Time
+	Seen    time.Time
+	Events  []Event
+	Attrs   map[string]string
+}
+
+func main() {
+	seed := uint64(12345)
+	rnd := func(n int) int { seed = seed*6364136223846793005 + 1442695040888963407; return int((seed >> 33) % uint64(n)) }
+	paths := []string{"/api/v1/items", "/api/v1/users", "/login", "/static/app.js", "/api/v1/orders", "/health"}
+	kinds := []string{"GET", "POST", "PUT", "DELETE"}
+	roles := []string{"admin", "editor", "viewer", "billing", "support"}
+	sessions := make(map[string]*Session)
+	cache := make(map[string][]byte)
+	base := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := 0; i < 120000; i++ {
+		s := &Session{
+			ID:      fmt.Sprintf("%016x-%04x", seed^uint64(i)*0x9E3779B97F4A7C15, i&0xffff),
+			User:    fmt.Sprintf("user%d@example.com", rnd(50000)),
+			Created: base.Add(time.Duration(i) * time.Second),
+			Attrs:   map[string]string{"locale": []string{"en-US", "de-DE", "fr-FR"}[rnd(3)], "plan": []string{"free", "pro"}[rnd(2)]},
+		}
+		s.Roles = append(s.Roles, roles[rnd(len(roles))])
+		for e := 0; e < 3+rnd(6); e++ {
+			s.Events = append(s.Events, Event{At: s.Created.Add(time.Duration(e*rnd(900)) * time.Millisecond),
+				Kind: kinds[rnd(len(kinds))], Path: paths[rnd(len(paths))], Status: []int{200, 200, 200, 304, 404, 500}[rnd(6)], Bytes: int64(rnd(1 << 16))})
+		}
+		s.Seen = s.Events[len(s.Events)-1].At
+		sessions[s.ID] = s
+		if i%3 == 0 {
+			body, _ := json.Marshal(s)
+			cache[strings.ToUpper(s.ID[:8])+paths[i%len(paths)]] = body
+		}
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	fmt.Println(len(sessions), len(cache))
+}
+"""
+
+# A generated crate for rustc to compile: many items, generics and strings,
+# so that its arenas, interners and query caches fill its heap.
+def rust_source(n):
+    out = ["use std::collections::BTreeMap;\n"]
+    for i in range(n):
+        out.append(
+            f"#[derive(Debug, Clone, PartialEq)] pub struct S{i} {{ pub a: u{8 << (i % 4)}, pub name: String, pub v: Vec<i64> }}\n"
+            f"impl S{i} {{ pub fn score(&self, k: i64) -> i64 {{ self.v.iter().map(|x| x * k + {i}).sum::<i64>() + self.name.len() as i64 }} }}\n"
+            f"pub fn f{i}<T: Into<i64> + Copy>(m: &mut BTreeMap<String, i64>, t: T) -> i64 {{ "
+            f"let s = S{i} {{ a: {i % 200}, name: format!(\"s{i}-{{}}\", t.into()), v: vec![{i}, {i % 7}, t.into()] }}; "
+            f"*m.entry(s.name.clone()).or_insert(0) += s.score({i % 11}); s.score(1) }}\n"
+        )
+    out.append("pub fn all(m: &mut BTreeMap<String, i64>) -> i64 { let mut t = 0;\n")
+    out.extend(f"  t += f{i}(m, {i}i32);\n" for i in range(n))
+    out.append("  t }\n")
+    return "".join(out)
+
+
+PERL_HASH = r"""
+use strict;
+srand(7);
+my @words = qw(alpha beta gamma delta kappa omega sigma tau);
+my %index;
+my @records;
+for my $i (0 .. 400000) {
+    my $k = $words[rand @words] . "_" . $i;
+    my $r = { id => $i, key => $k, score => int(rand(10000)) / 100, tags => [ map { $words[rand @words] } 1 .. 3 ] };
+    push @records, $r;
+    push @{ $index{ $words[$i % @words] } }, $r;
+}
+$| = 1;
+print "ready
+";
+<STDIN>;
+"""
+
+
 def present_pages(pid):
     """Yield addresses of present pages in writable anonymous mappings."""
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
@@ -196,6 +299,35 @@ def capture_sqlite(limit):
         proc.wait()
 
 
+def capture_growing(cmd, name, limit, rss_bytes, **kw):
+    """Run `cmd`; freeze the process called `name` among it and its
+    children once its resident set passes `rss_bytes`, and dump it."""
+    top = subprocess.Popen(cmd, **kw)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            for p in os.listdir("/proc"):
+                if not p.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{p}/stat") as st:
+                        fields = st.read().split()
+                    if fields[1] == f"({name})" and (int(p) == top.pid or int(fields[3]) == top.pid):
+                        if int(fields[23]) * PAGE > rss_bytes:
+                            os.kill(int(p), signal.SIGSTOP)
+                            try:
+                                return dump(int(p), limit)
+                            finally:
+                                os.kill(int(p), signal.SIGKILL)
+                except (FileNotFoundError, ProcessLookupError, IndexError):
+                    continue
+            time.sleep(0.05)
+        raise RuntimeError(f"{name} never reached {rss_bytes >> 20} MiB")
+    finally:
+        top.kill()
+        top.wait()
+
+
 def capture_cc1(work, limit):
     """Compile a large generated C file; freeze cc1 in the middle of -O2."""
     src = os.path.join(work, "big.c")
@@ -239,10 +371,19 @@ def capture_cc1(work, limit):
         gcc.wait()
 
 
+def capture_go(work, limit):
+    exe = os.path.join(work, "service")
+    env = dict(os.environ, GOCACHE=os.path.join(work, "gocache"), GO111MODULE="off")
+    subprocess.check_call(["go", "build", "-o", exe, os.path.join(work, "service.go")], env=env)
+    return capture_ready([exe], limit)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "pages"))
     ap.add_argument("--pages", type=int, default=1024)
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="capture only this source (repeatable); default: all")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
@@ -252,6 +393,10 @@ def main():
         with open(os.path.join(work, "Heap.java"), "w") as f:
             f.write(JAVA_HEAP)
         subprocess.check_call(["javac", "-d", work, os.path.join(work, "Heap.java")])
+        with open(os.path.join(work, "service.go"), "w") as f:
+            f.write(GO_SERVICE)
+        with open(os.path.join(work, "big.rs"), "w") as f:
+            f.write(rust_source(4000))
         sources = {
             "python-dict": lambda: capture_ready([sys.executable, "-c", PY_DICT], args.pages),
             "gcc-cc1": lambda: capture_cc1(work, args.pages),
@@ -259,8 +404,18 @@ def main():
             "jvm-heap": lambda: capture_ready(["java", "-Xmx512m", "-cp", work, "Heap"], args.pages),
             "sqlite-cache": lambda: capture_sqlite(args.pages),
             "float64-numeric": lambda: capture_ready([os.path.join(work, "numeric")], args.pages),
+            "go-service": lambda: capture_go(work, args.pages),
+            "rustc-compile": lambda: capture_growing(
+                ["rustc", "--edition", "2021", "--crate-type", "lib", "-O", "-o", os.path.join(work, "big.rlib"),
+                 os.path.join(work, "big.rs")], "rustc", args.pages, 400 << 20),
+            "perl-hash": lambda: capture_ready(["perl", "-e", PERL_HASH], args.pages),
         }
+        unknown = [n for n in args.only if n not in sources]
+        if unknown:
+            sys.exit(f"unknown source {unknown[0]}: choose from {', '.join(sources)}")
         for name, run in sources.items():
+            if args.only and name not in args.only:
+                continue
             data, present = run()
             pages = len(data) // PAGE
             zeros = sum(1 for i in range(pages) if not any(data[i * PAGE:(i + 1) * PAGE]))
