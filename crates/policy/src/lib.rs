@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 mod adaptive;
+mod ager;
 mod fixed;
 mod levels;
 mod miniature;
@@ -35,6 +36,7 @@ mod recency;
 mod trap;
 
 pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, TARGETS};
+pub use ager::Ager;
 pub use fixed::FixedSplit;
 pub use miniature::Miniatures;
 pub use pool::Pool;
@@ -195,6 +197,11 @@ pub const POLICIES: &[PolicyInfo] = &[
         name: "zswap",
         about: "every evicted page compressed into a pool capped at 20% of memory, as zswap's max_pool_percent",
         make: |b, _| Box::new(Pool::zswap(b, 20)),
+    },
+    PolicyInfo {
+        name: "ager",
+        about: "OS/2's ager (paper 004): a clock over resident pages, an idle list reclaimed without I/O, and a buffer of 64-byte entries for the pages that compress that small",
+        make: |b, _| Box::new(Ager::new(b)),
     },
     PolicyInfo {
         name: "douglis",
