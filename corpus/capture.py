@@ -344,31 +344,7 @@ def capture_cc1(work, limit):
         for i in range(6000):
             f.write(f"  s += f{i}(n, {i % 17});\n")
         f.write("  return s; }\n")
-    gcc = subprocess.Popen(["gcc", "-O2", "-c", src, "-o", os.path.join(work, "big.o")])
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            for p in os.listdir("/proc"):
-                if not p.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{p}/stat") as st:
-                        fields = st.read().split()
-                    if fields[1] == "(cc1)" and int(fields[3]) == gcc.pid:
-                        rss_pages = int(fields[23])
-                        if rss_pages * PAGE > 150 << 20:
-                            os.kill(int(p), signal.SIGSTOP)
-                            try:
-                                return dump(int(p), limit)
-                            finally:
-                                os.kill(int(p), signal.SIGKILL)
-                except (FileNotFoundError, ProcessLookupError, IndexError):
-                    continue
-            time.sleep(0.05)
-        raise RuntimeError("cc1 never reached 150 MiB")
-    finally:
-        gcc.kill()
-        gcc.wait()
+    return capture_growing(["gcc", "-O2", "-c", src, "-o", os.path.join(work, "big.o")], "cc1", limit, 150 << 20)
 
 
 def capture_go(work, limit):
