@@ -3,11 +3,11 @@
 //! §4.3, and what Linux's zram does with zsmalloc).
 //!
 //! The primary abstraction is [`Store`]: `put`, `get` and `remove` pages by
-//! number, oldest-first iteration, and zram-style statistics, safe to use
-//! from many threads. Under it, [`alloc`] holds the slot allocators, behind
-//! one interface ([`alloc::SlotAllocator`]), that place variable-sized
-//! compressed pages in fixed-size chunks of memory, and [`chunks`] the
-//! source the chunks come from.
+//! number through a mapping table of 16 bytes a page, and zram-style
+//! statistics, safe to use from many threads. Under it, [`alloc`] holds the
+//! slot allocators, behind one interface ([`alloc::SlotAllocator`]), that
+//! place variable-sized compressed pages in fixed-size chunks of memory,
+//! and [`chunks`] the source the chunks come from.
 //!
 //! # Design
 //!
