@@ -54,8 +54,13 @@ fn sequential_passes_over_four_times_the_budget() {
         }
         let stats = region.finish().unwrap();
         // A loop over more than memory misses every time under LRU, so
-        // every page comes back from disk, through the cache or not.
-        assert_eq!(stats.faults_disk, 2 * pages as u64, "{policy}: {stats:?}");
+        // every page comes back from disk (through the cache or not), or,
+        // when its compression was still in flight as the loop came round
+        // (a busy machine slows the helper process), from the cache, by a
+        // fault or read ahead of one: never from uncompressed memory.
+        let back = stats.faults_disk + stats.faults_cache + stats.pages_read_ahead;
+        assert_eq!(back, 2 * pages as u64, "{policy}: {stats:?}");
+        assert!(stats.faults_disk >= 2 * pages as u64 * 9 / 10, "{policy}: {stats:?}");
         if policy == "none" {
             assert_eq!(stats.pages_compressed, 0);
         } else {
