@@ -54,10 +54,11 @@ fn sequential_passes_over_four_times_the_budget() {
         }
         let stats = region.finish().unwrap();
         // A loop over more than memory misses every time under LRU, so
-        // every page comes back from disk (through the cache or not), or,
-        // when its compression was still in flight as the loop came round
-        // (a busy machine slows the helper process), from the cache, by a
-        // fault or read ahead of one: never from uncompressed memory.
+        // every page comes back from disk (through the cache or not), or
+        // from the cache, by a fault or read ahead of one: never from
+        // uncompressed memory. How many come from the cache depends on the
+        // helper process's timing: on a loaded 2-core machine one run took
+        // 14 cache faults and 64 read-ahead pages, and 1,970 disk faults.
         let back = stats.faults_disk + stats.faults_cache + stats.pages_read_ahead;
         assert_eq!(back, 2 * pages as u64, "{policy}: {stats:?}");
         assert!(stats.faults_disk >= 2 * pages as u64 * 9 / 10, "{policy}: {stats:?}");
