@@ -7,20 +7,14 @@
 
 use std::time::Instant;
 
-use ccvm_codec::{by_name, PAGE_SIZE};
+use ccvm_codec::PAGE_SIZE;
+
+mod common;
 
 fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let dir = match args.iter().position(|a| a == "--corpus") {
-        Some(k) if k + 1 < args.len() => std::path::PathBuf::from(args.drain(k..k + 2).nth(1).expect("a folder")),
-        _ => ccvm_corpus::default_dir(),
-    };
-    let files = ccvm_corpus::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let (_, files, args) = common::corpus_and_names();
     let pages: Vec<&[u8]> = files.iter().flat_map(|f| f.pages()).collect();
-    let mut codecs: Vec<_> = args
-        .iter()
-        .map(|n| by_name(n).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let mut codecs = common::codecs(&args);
     let (mut out, mut back) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
     // Pages a codec cannot shrink are stored raw, not decoded.
     let packed: Vec<Vec<Vec<u8>>> = codecs

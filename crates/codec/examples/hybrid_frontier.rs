@@ -18,7 +18,9 @@
 
 use std::time::Instant;
 
-use ccvm_codec::{by_name, PAGE_SIZE};
+use ccvm_codec::PAGE_SIZE;
+
+mod common;
 
 /// Size and time of one page under one codec.
 #[derive(Clone, Copy)]
@@ -40,20 +42,12 @@ fn time_min(mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let dir = match args.iter().position(|a| a == "--corpus") {
-        Some(k) if k + 1 < args.len() => std::path::PathBuf::from(args.drain(k..k + 2).nth(1).expect("a folder")),
-        _ => ccvm_corpus::default_dir(),
-    };
+    let (dir, files, mut args) = common::corpus_and_names();
     if !args.iter().any(|a| a == "lz4") {
         args.push("lz4".into());
     }
-    let files = ccvm_corpus::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     let pages: Vec<&[u8]> = files.iter().flat_map(|f| f.pages()).collect();
-    let mut codecs: Vec<_> = args
-        .iter()
-        .map(|n| by_name(n).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let mut codecs = common::codecs(&args);
     let (mut out, mut back) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
     // cost[page][codec]
     let cost: Vec<Vec<Cost>> = pages

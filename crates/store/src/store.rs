@@ -959,8 +959,7 @@ impl Inner {
         let list = &mut self.members[slot.chunk as usize];
         list.swap_remove(index as usize);
         if let Some(&moved) = list.get(index as usize) {
-            let place = self.entry(moved).place;
-            self.table.update(moved, Entry { place, member: index });
+            self.table.set_member(moved, index);
         }
     }
 

@@ -223,6 +223,22 @@ impl Table {
         *slot = Packed::pack(entry);
     }
 
+    /// Sets the member index in the entry of `page`, which must have one.
+    ///
+    /// # Panics
+    ///
+    /// If `page` has no entry (a caller bug).
+    pub fn set_member(&mut self, page: u64, member: u32) {
+        let (leaf, i) = split(page);
+        let packed = self
+            .leaves
+            .get_mut(&leaf)
+            .map(|l| &mut l.entries[i])
+            .filter(|p| p.unpack().is_some())
+            .unwrap_or_else(|| panic!("page {page} has no entry to update"));
+        packed.meta = (packed.meta & u32::MAX as u64) | (member as u64) << 32;
+    }
+
     /// Removes the entry of `page` and returns it; a leaf left empty is freed.
     pub fn remove(&mut self, page: u64) -> Option<Entry> {
         let (key, i) = split(page);
@@ -277,6 +293,8 @@ mod tests {
             t.insert(p, entry(1, p * 100, 1000, p as u32));
         }
         assert_eq!(t.len(), 4096);
+        t.set_member(7, 99);
+        assert_eq!(t.get(7), Some(entry(1, 700, 1000, 99)));
         assert!(t.bytes() <= 4096 * 17, "{} bytes for 4096 pages", t.bytes());
         for p in 0..4096u64 {
             t.remove(p);

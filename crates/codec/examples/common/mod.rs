@@ -1,0 +1,33 @@
+//! What the per-page timing examples share: `--corpus DIR` taken out of
+//! the arguments, the corpus's pages, and the codecs the other arguments
+//! name.
+
+use ccvm_codec::{by_name, Codec};
+
+/// The corpus files (from `--corpus DIR`, else the bundled corpus) and the
+/// codec names left in the arguments.
+///
+/// # Panics
+///
+/// If the corpus does not load (an example's way of saying so).
+pub fn corpus_and_names() -> (std::path::PathBuf, Vec<ccvm_corpus::PageFile>, Vec<String>) {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let dir = match args.iter().position(|a| a == "--corpus") {
+        Some(k) if k + 1 < args.len() => std::path::PathBuf::from(args.drain(k..k + 2).nth(1).expect("a folder")),
+        _ => ccvm_corpus::default_dir(),
+    };
+    let files = ccvm_corpus::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    (dir, files, args)
+}
+
+/// The codecs called `names`.
+///
+/// # Panics
+///
+/// On an unknown name, with the registry's message.
+pub fn codecs(names: &[String]) -> Vec<Box<dyn Codec>> {
+    names
+        .iter()
+        .map(|n| by_name(n).unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
