@@ -10,6 +10,7 @@ mod bench_store;
 mod exec;
 mod figures;
 mod live;
+mod pack;
 mod report;
 mod sim;
 
@@ -50,6 +51,97 @@ enum Command {
     Bench(BenchCommand),
     /// Lists the codecs and what each is.
     Codecs,
+    /// Stores a file page by page compressed (.ccz), for loading on demand (paper 004's Exepack2 pages).
+    Pack(PackArgs),
+    /// Maps a .ccz file: each page is read and decompressed on first touch, through userfaultfd.
+    Map(MapArgs),
+}
+
+#[derive(Args)]
+struct PackArgs {
+    /// The file to pack.
+    file: PathBuf,
+    /// The packed file to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Codec of the pages (see `ccvm codecs`): exepack2 is OS/2's format.
+    #[arg(long, default_value = "exepack2")]
+    codec: String,
+}
+
+#[derive(Args)]
+struct MapArgs {
+    /// The .ccz file.
+    file: PathBuf,
+    /// Read and check every page before mapping.
+    #[arg(long)]
+    verify: bool,
+    /// Write the file's original bytes, read through the mapping, to this file (- for standard output).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Otherwise, pages to touch and time: all, or sparse (runs of 1-8 pages at random places, a fifth of the
+    /// file).
+    #[arg(long, value_enum, default_value = "all")]
+    touch: pack::Pattern,
+    #[command(flatten)]
+    read: ReadArgs,
+    #[command(flatten)]
+    output_format: OutputArgs,
+}
+
+/// How packed pages are read.
+#[derive(Args)]
+struct ReadArgs {
+    /// Read pages through the page cache (with its read-ahead) instead of with O_DIRECT (every page load from
+    /// the disk, as a pager without a file cache).
+    #[arg(long)]
+    buffered: bool,
+    /// Added to every page read, to emulate a slower disk's access time, e.g. 5ms.
+    #[arg(long, value_parser = args::parse_duration)]
+    disk_latency: Option<std::time::Duration>,
+    /// Emulated disk transfer rate per second, e.g. 2M: every read also waits its bytes' transfer time.
+    #[arg(long, value_parser = args::parse_bytes)]
+    disk_rate: Option<u64>,
+    /// Most pages read at once when faults walk forward through the file (1 to 32; 1 reads only the page
+    /// faulted).
+    #[arg(long, default_value_t = 32)]
+    readahead: usize,
+    /// Seed of the sparse pattern.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl ReadArgs {
+    fn options(&self) -> ccvm_pack::ReadOptions {
+        ccvm_pack::ReadOptions {
+            direct: !self.buffered,
+            latency: self.disk_latency.unwrap_or_default(),
+            bandwidth: self.disk_rate.unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Args)]
+struct BenchPackArgs {
+    /// Files to pack and load: executables, shared libraries, data files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Codecs of the packed variants (besides copy, the uncompressed file loaded the same way).
+    #[arg(long = "codec", default_values_t = ["exepack2".to_string(), "lz4".to_string()])]
+    codecs: Vec<String>,
+    /// Access patterns to measure.
+    #[arg(long = "pattern", value_enum, default_values_t = [pack::Pattern::All, pack::Pattern::Sparse])]
+    patterns: Vec<pack::Pattern>,
+    /// Runs of each measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Directory for the packed files: on a disk, not tmpfs (default: the system's temp directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[command(flatten)]
+    read: ReadArgs,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Subcommand)]
@@ -58,6 +150,9 @@ enum BenchCommand {
     Codecs(BenchCodecsArgs),
     /// Memory efficiency and speed of the compressed page store, per allocator and chunk size.
     Store(BenchStoreArgs),
+    /// Cold loads of packed files (.ccz) page by page against plain mmap and the same file uncompressed (paper
+    /// 004's measurement). Drops the files' pages from the page cache before each run.
+    Pack(BenchPackArgs),
     /// A workload under the kernel's own compressed swap (cgroup limit + zram or zswap) against ccvm at the same
     /// total memory. Needs root; sets up and tears down zram, zswap and the cgroup itself.
     Kernel(BenchKernelArgs),
@@ -518,6 +613,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 pages: args.pages,
             };
             bench_store::run(&opts, format)
+        }
+        Command::Pack(a) => pack::pack(&a.file, &a.output, &a.codec),
+        Command::Map(a) => {
+            let opts = pack::MapOptions {
+                verify: a.verify,
+                output: a.output,
+                touch: a.touch,
+                read: a.read.options(),
+                readahead: a.read.readahead,
+                seed: a.read.seed,
+            };
+            pack::map(&a.file, &opts, a.output_format.format())
+        }
+        Command::Bench(BenchCommand::Pack(a)) => {
+            let opts = pack::BenchOptions {
+                files: a.files,
+                codecs: a.codecs,
+                patterns: a.patterns,
+                read: a.read.options(),
+                repeat: a.repeat,
+                dir: a.dir.unwrap_or_else(std::env::temp_dir),
+                readahead: a.read.readahead,
+                seed: a.read.seed,
+            };
+            pack::bench(&opts, a.output.format())
         }
         Command::Codecs => {
             for c in ccvm_codec::CODECS {

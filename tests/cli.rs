@@ -1,32 +1,11 @@
 //! The `ccvm` command line: bad input gives one clear line and a failing
 //! exit status; good input gives well-formed reports.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn ccvm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ccvm"))
-        .args(args)
-        .output()
-        .expect("run ccvm")
-}
+use std::process::Command;
 
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ccvm-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Asserts a failure with exactly one line on stderr containing every `needle`.
-fn fails_with_one_line(out: &Output, needles: &[&str]) {
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
-    for n in needles {
-        assert!(err.contains(n), "{n:?} not in {err:?}");
-    }
-}
+use common::{ccvm, fails_with_one_line, scratch_dir};
 
 #[test]
 fn bad_corpus_folders_and_files_give_one_line() {

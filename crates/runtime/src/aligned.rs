@@ -5,7 +5,7 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
 /// A zeroed, 4096-aligned buffer of fixed length.
-pub(crate) struct AlignedBuf {
+pub struct AlignedBuf {
     ptr: NonNull<u8>,
     layout: Layout,
 }
@@ -14,6 +14,8 @@ pub(crate) struct AlignedBuf {
 unsafe impl Send for AlignedBuf {}
 
 impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes, aligned to a page.
+    ///
     /// # Panics
     ///
     /// If `len` is 0 or the allocation fails.

@@ -54,9 +54,10 @@
 //!   (`uffd` module), so that building needs no libclang.
 #![deny(missing_docs)]
 
-mod aligned;
+pub mod aligned;
 mod compressor;
 mod config;
+pub mod delay;
 mod exec;
 pub mod ffi;
 mod frames;
@@ -66,7 +67,7 @@ mod region;
 mod signal;
 mod stats;
 mod swap;
-mod uffd;
+pub mod uffd;
 
 /// ccvm's page, as every crate takes it (the codec crate defines it).
 pub use ccvm_codec::PAGE_SIZE;

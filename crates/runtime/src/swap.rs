@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use ccvm_store::Stored;
 
 use crate::aligned::AlignedBuf;
+use crate::delay::wait;
 
 const CLUSTER: usize = 64 * 1024;
 
@@ -389,19 +390,6 @@ impl SwapFile {
             wait(self.latency.saturating_sub(started.elapsed()));
         }
         Ok(slot.stored)
-    }
-}
-
-/// Waits `d`: sleeping for long waits, spinning for short ones, where a
-/// sleep would overshoot by its own wake-up latency.
-fn wait(d: Duration) {
-    if d >= Duration::from_micros(200) {
-        std::thread::sleep(d);
-    } else if !d.is_zero() {
-        let until = Instant::now() + d;
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! userfaultfd, the few operations the runtime needs.
+//! userfaultfd, the few operations the runtime (and the `.ccz` loader of
+//! `ccvm-pack`) needs.
 //!
 //! The kernel interface is small and stable (`linux/userfaultfd.h`: the API
 //! handshake since Linux 4.3, write protection of anonymous memory since
@@ -82,17 +83,22 @@ struct Writeprotect {
     mode: u64,
 }
 
-nix::ioctl_readwrite!(ioctl_api, 0xAA, 0x3F, Api);
-nix::ioctl_readwrite!(ioctl_register, 0xAA, 0x00, Register);
-nix::ioctl_read!(ioctl_wake, 0xAA, 0x02, Range);
-nix::ioctl_readwrite!(ioctl_copy, 0xAA, 0x03, Copy);
-nix::ioctl_readwrite!(ioctl_zeropage, 0xAA, 0x04, Zeropage);
-nix::ioctl_readwrite!(ioctl_move, 0xAA, 0x05, Move);
-nix::ioctl_readwrite!(ioctl_writeprotect, 0xAA, 0x06, Writeprotect);
+/// The ioctls, in a private module: `nix` declares them `pub`.
+mod ioctls {
+    use super::{Api, Copy, Move, Range, Register, Writeprotect, Zeropage};
+    nix::ioctl_readwrite!(ioctl_api, 0xAA, 0x3F, Api);
+    nix::ioctl_readwrite!(ioctl_register, 0xAA, 0x00, Register);
+    nix::ioctl_read!(ioctl_wake, 0xAA, 0x02, Range);
+    nix::ioctl_readwrite!(ioctl_copy, 0xAA, 0x03, Copy);
+    nix::ioctl_readwrite!(ioctl_zeropage, 0xAA, 0x04, Zeropage);
+    nix::ioctl_readwrite!(ioctl_move, 0xAA, 0x05, Move);
+    nix::ioctl_readwrite!(ioctl_writeprotect, 0xAA, 0x06, Writeprotect);
+}
+use ioctls::*;
 
 /// A page fault the kernel reports.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Fault {
+pub struct Fault {
     /// The faulting address.
     pub addr: usize,
     /// A write access.
@@ -102,7 +108,7 @@ pub(crate) struct Fault {
 }
 
 /// A userfaultfd descriptor, non-blocking.
-pub(crate) struct Uffd {
+pub struct Uffd {
     fd: OwnedFd,
     /// Faults raise SIGBUS in the faulting thread: nobody sleeps in the
     /// kernel, so mapping a page need not wake anyone.

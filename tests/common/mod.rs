@@ -1,0 +1,32 @@
+//! What the command-line tests share: running `ccvm`, scratch folders,
+//! and the one-line-error check.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `ccvm` with `args`.
+pub fn ccvm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ccvm"))
+        .args(args)
+        .output()
+        .expect("run ccvm")
+}
+
+/// A new empty folder for test `name`.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ccvm-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Asserts a failure with exactly one line on stderr containing every `needle`.
+pub fn fails_with_one_line(out: &Output, needles: &[&str]) {
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in {err:?}");
+    }
+}
