@@ -10,6 +10,7 @@ mod bench_store;
 mod exec;
 mod figures;
 mod live;
+mod mount;
 mod pack;
 mod report;
 mod sim;
@@ -55,6 +56,24 @@ enum Command {
     Pack(PackArgs),
     /// Maps a .ccz file: each page is read and decompressed on first touch, through userfaultfd.
     Map(MapArgs),
+    /// Serves a compressed RAM filesystem (FUSE) at DIR until it is unmounted: file blocks in the compressed
+    /// store, within a hard memory limit (CRAMES's compressed RAM filesystem).
+    Mount(MountArgs),
+}
+
+#[derive(Args)]
+struct MountArgs {
+    /// An empty directory to mount on.
+    dir: PathBuf,
+    /// Most memory the filesystem's blocks may take, all counted, e.g. 256M; a write past it fails with ENOSPC.
+    #[arg(long, value_parser = args::parse_bytes, default_value = "256M")]
+    size: u64,
+    /// Codec of the blocks (see `ccvm codecs`).
+    #[arg(long, default_value = "lz4")]
+    codec: String,
+    /// Slot allocator of the store (rm, zs, ...).
+    #[arg(long, default_value = "zs")]
+    allocator: String,
 }
 
 #[derive(Args)]
@@ -615,6 +634,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             bench_store::run(&opts, format)
         }
         Command::Pack(a) => pack::pack(&a.file, &a.output, &a.codec),
+        Command::Mount(a) => mount::mount(&a.dir, a.size, &a.codec, &a.allocator),
         Command::Map(a) => {
             let opts = pack::MapOptions {
                 verify: a.verify,

@@ -1,0 +1,99 @@
+//! A compressed RAM filesystem, as CRAMES keeps its RAM filesystem
+//! compressed (paper 003 §3): file blocks live in ccvm's compressed page
+//! [`Store`](ccvm_store::Store), which grows and shrinks with them up to a
+//! hard memory limit; the tree is served to the kernel through FUSE.
+//!
+//! The primary abstraction is [`Fs`]: inodes and directories in memory,
+//! each file's 4 KiB blocks in the store under `inode << 32 | block`,
+//! every operation a result or an errno. [`mount`] serves an `Fs` at a
+//! directory with the `fuser` crate.
+//!
+//! # Design
+//!
+//! * The key decision: the store holds file data only, page by page, so
+//!   the filesystem inherits the store's codecs, allocators, compaction and
+//!   exact memory accounting, and the limit given to `ccvm mount --size`
+//!   is the store's memory limit, all counted. A write whose block does
+//!   not fit fails with `ENOSPC` (after one compaction), the blocks before
+//!   it written: a short write, as a full disk gives.
+//! * A block of zeros is not stored (a hole), so sparse and zero-filled
+//!   files cost nothing, and truncation gives blocks back at once.
+//! * Names, attributes and directories are small and stay uncompressed
+//!   in the process's memory, outside the limit, as CRAMES keeps its
+//!   filesystem's metadata in the kernel.
+//! * One lock around the whole `Fs`: FUSE requests cost microseconds of
+//!   round trip; the lock is not where the time goes.
+//!
+//! ```
+//! use std::ffi::OsStr;
+//! use ccvm_ramfs::{Fs, Kind, ROOT};
+//! let store = ccvm_store::Store::new(ccvm_store::StoreConfig::default()).unwrap();
+//! let mut fs = Fs::new(store, u64::MAX, 0, 0);
+//! let ino = fs.make(ROOT, OsStr::new("a.txt"), Kind::File, 0o644, 0, 0).unwrap().ino;
+//! fs.write(ino, 10_000, b"hello").unwrap();
+//! assert_eq!(fs.read(ino, 9_998, 10).unwrap(), b"\0\0hello");
+//! ```
+#![deny(missing_docs)]
+
+mod fs;
+mod fuse;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+pub use fs::{Errno, Fs, Inode, Kind, SetAttr, Usage, ROOT};
+
+/// Serves `fs` at `dir` until the filesystem is unmounted
+/// (`umount DIR`), then returns what it held at the end.
+///
+/// # Errors
+///
+/// One line: FUSE is not available (no `/dev/fuse`), `dir` is missing,
+/// not a directory or not empty, or the mount itself failed.
+pub fn mount(fs: Fs, dir: &Path) -> Result<Usage, String> {
+    check_mount_point(dir)?;
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName("ccvm".into()),
+        fuser::MountOption::Subtype("ccvm".into()),
+        fuser::MountOption::DefaultPermissions,
+    ];
+    // Two event loops, each with its own descriptor: while one waits on
+    // the kernel, the other serves (the lock is held only inside an
+    // operation).
+    config.n_threads = Some(2);
+    config.clone_fd = true;
+    let last = Arc::new(Mutex::new(fs.usage()));
+    let mounted = fuse::Mounted {
+        fs: Mutex::new(fs),
+        last: Arc::clone(&last),
+    };
+    let session =
+        fuser::Session::new(mounted, dir, &config).map_err(|e| format!("cannot mount on {}: {e}", dir.display()))?;
+    session.run().map_err(|e| format!("serving {}: {e}", dir.display()))?;
+    let usage = *last.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(usage)
+}
+
+/// Checks that `dir` can be mounted on: FUSE is there, and `dir` is an
+/// empty directory.
+///
+/// # Errors
+///
+/// One line saying which of these is not so.
+pub fn check_mount_point(dir: &Path) -> Result<(), String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err(
+            "FUSE is not available on this machine (no /dev/fuse): load the fuse module or run where it is".into(),
+        );
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot mount on {}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("cannot mount on {}: not a directory", dir.display()));
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    if entries.next().is_some() {
+        return Err(format!("cannot mount on {}: the directory is not empty", dir.display()));
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! `ccvm mount`: a compressed RAM filesystem (CRAMES's, paper 003 §3) at a
+//! directory, served until it is unmounted or the command is interrupted.
+
+use std::path::Path;
+
+use anyhow::bail;
+use ccvm_ramfs::Fs;
+use ccvm_store::{Store, StoreConfig};
+
+/// Mounts a filesystem of at most `size` bytes of memory at `dir`.
+pub fn mount(dir: &Path, size: u64, codec: &str, allocator: &str) -> anyhow::Result<()> {
+    let config = StoreConfig {
+        codec: codec.into(),
+        allocator: allocator.into(),
+        memory_limit: usize::try_from(size).unwrap_or(usize::MAX),
+        ..StoreConfig::default()
+    };
+    let store = Store::new(config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let fs = Fs::new(store, size, uid, gid);
+    ccvm_ramfs::check_mount_point(dir).map_err(anyhow::Error::msg)?;
+    unmount_on_signal(dir)?;
+    eprintln!(
+        "ccvm: serving a compressed RAM filesystem of {size} bytes at {} (umount it, or Ctrl-C, to stop)",
+        dir.display()
+    );
+    let u = ccvm_ramfs::mount(fs, dir).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "ccvm: {} unmounted; it held {} bytes of files in {} blocks, compressed to {} bytes, in {} bytes of memory ({:.2}x)",
+        dir.display(),
+        u.file_bytes,
+        u.blocks,
+        u.compressed,
+        u.memory,
+        u.file_bytes as f64 / u.memory.max(1) as f64
+    );
+    Ok(())
+}
+
+/// SIGINT and SIGTERM unmount `dir` (lazily), which ends the session:
+/// the signals are blocked in every thread and taken by one that waits.
+fn unmount_on_signal(dir: &Path) -> anyhow::Result<()> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    // SAFETY: a zeroed sigset initialised by sigemptyset and filled.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    };
+    // SAFETY: blocking two signals in this thread; threads made after
+    // inherit the mask.
+    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+        bail!("cannot block SIGINT and SIGTERM");
+    }
+    std::thread::spawn(move || {
+        let mut sig = 0;
+        // SAFETY: waiting for one of the blocked signals.
+        unsafe { libc::sigwait(&set, &mut sig) };
+        // SAFETY: a lazy unmount of our mount point.
+        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+    });
+    Ok(())
+}
