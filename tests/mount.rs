@@ -13,9 +13,17 @@ use std::time::{Duration, Instant};
 
 use common::{ccvm, fails_with_one_line, scratch_dir};
 
-fn can_mount() -> bool {
+/// A new mount of `size` at a scratch folder for test `name`, or `None`
+/// (said on stderr) where mounting cannot be done: no /dev/fuse, not root.
+fn mount_or_skip(name: &str, size: &str) -> Option<(PathBuf, Mounted)> {
     // SAFETY: geteuid cannot fail.
-    Path::new("/dev/fuse").exists() && unsafe { libc::geteuid() } == 0
+    if !Path::new("/dev/fuse").exists() || unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting needs /dev/fuse and root");
+        return None;
+    }
+    let dir = scratch_dir(name);
+    let m = Mounted::new(&dir, size);
+    Some((dir, m))
 }
 
 /// A mounted filesystem, unmounted when dropped.
@@ -129,12 +137,9 @@ fn bad_mount_points_give_one_line() {
 
 #[test]
 fn a_source_tree_is_copied_tarred_and_read_back() {
-    if !can_mount() {
-        eprintln!("skipped: mounting needs /dev/fuse and root");
+    let Some((dir, m)) = mount_or_skip("mount-tree", "64M") else {
         return;
-    }
-    let dir = scratch_dir("mount-tree");
-    let m = Mounted::new(&dir, "64M");
+    };
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
     copy_tree(&src, &dir.join("crates"));
     same_tree(&src, &dir.join("crates"));
@@ -159,12 +164,9 @@ fn a_source_tree_is_copied_tarred_and_read_back() {
 
 #[test]
 fn random_reads_writes_and_truncations_match_a_model() {
-    if !can_mount() {
-        eprintln!("skipped: mounting needs /dev/fuse and root");
+    let Some((dir, m)) = mount_or_skip("mount-fsx", "64M") else {
         return;
-    }
-    let dir = scratch_dir("mount-fsx");
-    let m = Mounted::new(&dir, "64M");
+    };
     let path = dir.join("fsx");
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -222,12 +224,9 @@ fn random_reads_writes_and_truncations_match_a_model() {
 
 #[test]
 fn a_full_filesystem_says_enospc_and_frees_space_on_delete() {
-    if !can_mount() {
-        eprintln!("skipped: mounting needs /dev/fuse and root");
+    let Some((dir, m)) = mount_or_skip("mount-full", "2M") else {
         return;
-    }
-    let dir = scratch_dir("mount-full");
-    let m = Mounted::new(&dir, "2M");
+    };
     let mut x = 7u64;
     let noise: Vec<u8> = (0..1 << 20)
         .map(|_| {

@@ -15,21 +15,8 @@
 
 use std::time::Instant;
 
-use ccvm_memmu::workload::{capacity, checked, pinned, plain};
+use ccvm_memmu::workload::{capacity, checked, pinned, plain, sensor_samples};
 use ccvm_memmu::{Memmu, MemmuConfig};
-
-fn samples(sensors: usize, n: usize) -> Vec<Vec<u16>> {
-    (0..sensors)
-        .map(|s| {
-            let f = ccvm_corpus::sensor::pages(n.div_ceil(2048), s as u64 + 1);
-            f.data
-                .chunks_exact(2)
-                .take(n)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                .collect()
-        })
-        .collect()
-}
 
 fn median(mut runs: Vec<f64>) -> f64 {
     runs.sort_by(f64::total_cmp);
@@ -37,7 +24,7 @@ fn median(mut runs: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let source = samples(1, 1 << 16).remove(0);
+    let source = sensor_samples(1, 1 << 16).remove(0);
     println!("usable memory: samples held in buffers of 1024 (2 KiB each)");
     println!(
         "{:>8} {:>6} {:>6} {:>8} {:>10} {:>8}",
@@ -72,7 +59,7 @@ fn main() {
     }
 
     let (sensors, n) = (4, 16_384);
-    let data = samples(sensors, n);
+    let data = sensor_samples(sensors, n);
     let bytes = sensors * n * 2 * 2;
     let ram = bytes * 2 / 3;
     let want = plain(&data);

@@ -7,6 +7,21 @@
 
 use crate::{Handle, Memmu, MemmuError};
 
+/// `n` samples of each of `sensors` generated 10-bit sensor signals
+/// (`ccvm_corpus::sensor`, a different seed per sensor).
+pub fn sensor_samples(sensors: usize, n: usize) -> Vec<Vec<u16>> {
+    (0..sensors)
+        .map(|s| {
+            let f = ccvm_corpus::sensor::pages(n.div_ceil(2048), s as u64 + 1);
+            f.data
+                .chunks_exact(2)
+                .take(n)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                .collect()
+        })
+        .collect()
+}
+
 /// Taps of the moving-average filter.
 pub const TAPS: usize = 8;
 /// Samples per aggregation window.
@@ -24,9 +39,11 @@ pub struct Summary {
     pub covariance: Vec<i64>,
 }
 
-/// Window statistics fed one sample at a time.
+/// Window statistics (and the sum of all samples) fed one sample at a
+/// time.
 #[derive(Default)]
 struct Windows {
+    total: u64,
     n: usize,
     min: u16,
     max: u16,
@@ -42,6 +59,7 @@ impl Windows {
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         self.sum += v as u64;
+        self.total += v as u64;
         self.n += 1;
         if self.n == WINDOW {
             self.flush();
@@ -98,12 +116,11 @@ pub fn plain(samples: &[Vec<u16>]) -> Summary {
     let mut w = Windows::default();
     for f in &filtered {
         for &v in f {
-            s.filtered += v as u64;
             w.add(v);
         }
         w.flush();
     }
-    s.windows = w.check;
+    (s.filtered, s.windows) = (w.total, w.check);
     for pair in filtered.windows(2) {
         let mut c = Cov::default();
         pair[0].iter().zip(&pair[1]).for_each(|(&x, &y)| c.add(x, y));
@@ -143,12 +160,11 @@ pub fn checked(m: &mut Memmu, samples: &[Vec<u16>]) -> Result<Summary, MemmuErro
     for f in &filtered {
         for i in 0..m.len(*f)? {
             let v = m.get(*f, i)?;
-            s.filtered += v as u64;
             w.add(v);
         }
         w.flush();
     }
-    s.windows = w.check;
+    (s.filtered, s.windows) = (w.total, w.check);
     for pair in filtered.windows(2) {
         let mut c = Cov::default();
         for i in 0..m.len(pair[0])? {
@@ -197,13 +213,12 @@ pub fn pinned(m: &mut Memmu, samples: &[Vec<u16>]) -> Result<Summary, MemmuError
         for c in (0..n).step_by(per) {
             let mut v = m.pin(*f, c..(c + per).min(n))?;
             for x in v.iter() {
-                s.filtered += x as u64;
                 w.add(x);
             }
         }
         w.flush();
     }
-    s.windows = w.check;
+    (s.filtered, s.windows) = (w.total, w.check);
     for pair in filtered.windows(2) {
         let n = m.len(pair[0])?;
         let mut cov = Cov::default();

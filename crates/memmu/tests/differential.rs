@@ -6,30 +6,17 @@
 //! bad indices and oversized pins must be errors.
 
 use ccvm_memmu::{Handle, Memmu, MemmuConfig, MemmuError};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use fastrand::Rng;
 
 /// A value to write at `i`: mostly a slow signal (compresses), sometimes
 /// noise or zero.
 fn value(rng: &mut Rng, i: usize, style: u64) -> u16 {
     match style % 4 {
         0 => 0,
-        1 => rng.next() as u16,
+        1 => rng.u64(..) as u16,
         _ => 512u16
             .wrapping_add((i as u16 / 3) % 50)
-            .wrapping_add((rng.next() % 3) as u16),
+            .wrapping_add((rng.u64(..) % 3) as u16),
     }
 }
 
@@ -37,13 +24,13 @@ fn run(config: MemmuConfig, steps: usize, seed: u64) -> (usize, usize, usize) {
     let slots = config.working_pages;
     let page = config.page;
     let mut m = Memmu::new(config).unwrap();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::with_seed(seed);
     let mut live: Vec<(Handle<u16>, Vec<u16>)> = Vec::new();
     let mut dead: Vec<Handle<u16>> = Vec::new();
     let (mut refused, mut no_space, mut freed) = (0, 0, 0);
     for step in 0..steps {
-        match rng.below(100) {
-            0..=4 => match m.alloc::<u16>(rng.below(1500)) {
+        match rng.usize(..100) {
+            0..=4 => match m.alloc::<u16>(rng.usize(..1500)) {
                 Ok(h) => {
                     let len = m.len(h).unwrap();
                     live.push((h, vec![0; len]));
@@ -52,13 +39,13 @@ fn run(config: MemmuConfig, steps: usize, seed: u64) -> (usize, usize, usize) {
                 Err(e) => panic!("alloc: {e}"),
             },
             5..=7 if !live.is_empty() => {
-                let (h, _) = live.swap_remove(rng.below(live.len()));
+                let (h, _) = live.swap_remove(rng.usize(..live.len()));
                 m.free(h).unwrap();
                 dead.push(h);
                 freed += 1;
             }
             8 if !dead.is_empty() => {
-                let h = dead[rng.below(dead.len())];
+                let h = dead[rng.usize(..dead.len())];
                 assert!(
                     matches!(m.get(h, 0), Err(MemmuError::UseAfterFree { .. })),
                     "step {step}"
@@ -66,10 +53,10 @@ fn run(config: MemmuConfig, steps: usize, seed: u64) -> (usize, usize, usize) {
                 assert!(matches!(m.free(h), Err(MemmuError::UseAfterFree { .. })));
             }
             9..=49 if !live.is_empty() => {
-                let k = rng.below(live.len());
+                let k = rng.usize(..live.len());
                 let (h, model) = &mut live[k];
-                let i = rng.below(model.len() + 2);
-                let style = rng.next();
+                let i = rng.usize(..model.len() + 2);
+                let style = rng.u64(..);
                 let v = value(&mut rng, i, style);
                 match m.set(*h, i, v) {
                     Ok(()) => model[i] = v,
@@ -79,8 +66,8 @@ fn run(config: MemmuConfig, steps: usize, seed: u64) -> (usize, usize, usize) {
                 }
             }
             50..=84 if !live.is_empty() => {
-                let (h, model) = &live[rng.below(live.len())];
-                let i = rng.below(model.len() + 2);
+                let (h, model) = &live[rng.usize(..live.len())];
+                let i = rng.usize(..model.len() + 2);
                 match m.get(*h, i) {
                     Ok(v) => assert_eq!(v, model[i], "step {step}: element {i}"),
                     Err(MemmuError::OutOfBounds { .. }) => assert!(i >= model.len()),
@@ -91,12 +78,12 @@ fn run(config: MemmuConfig, steps: usize, seed: u64) -> (usize, usize, usize) {
             85..=89 if !live.is_empty() => {
                 // Two ranges pinned together (of two arrays, or of one,
                 // perhaps overlapping): the first copied into the second.
-                let a = rng.below(live.len());
-                let b = rng.below(live.len());
+                let a = rng.usize(..live.len());
+                let b = rng.usize(..live.len());
                 let (ha, la) = (live[a].0, live[a].1.len());
                 let (hb, lb) = (live[b].0, live[b].1.len());
-                let n = rng.below(page / 2 + 1).min(la).min(lb);
-                let (sa, sb) = (rng.below(la - n + 1), rng.below(lb - n + 1));
+                let n = rng.usize(..page / 2 + 1).min(la).min(lb);
+                let (sa, sb) = (rng.usize(..la - n + 1), rng.usize(..lb - n + 1));
                 match m.pin_many(&[(ha, sa..sa + n), (hb, sb..sb + n)]) {
                     Ok(mut view) => {
                         for i in 0..n {
@@ -113,16 +100,16 @@ fn run(config: MemmuConfig, steps: usize, seed: u64) -> (usize, usize, usize) {
             }
             _ if !live.is_empty() => {
                 // A pinned run: read it all, then write part of it.
-                let k = rng.below(live.len());
+                let k = rng.usize(..live.len());
                 let (h, model) = &mut live[k];
                 let per_page = page / 2;
-                let start = rng.below(model.len() + 1);
-                let end = (start + rng.below(per_page * (slots + 1))).min(model.len());
+                let start = rng.usize(..model.len() + 1);
+                let end = (start + rng.usize(..per_page * (slots + 1))).min(model.len());
                 match m.pin(*h, start..end) {
                     Ok(mut view) => {
                         assert_eq!(view.iter().collect::<Vec<_>>(), model[start..end], "step {step}");
-                        let style = rng.next();
-                        for i in (0..end - start).step_by(1 + rng.below(5)) {
+                        let style = rng.u64(..);
+                        for i in (0..end - start).step_by(1 + rng.usize(..5)) {
                             let v = value(&mut rng, start + i, style);
                             view.set(i, v);
                             model[start + i] = v;
@@ -190,8 +177,8 @@ fn a_refused_eviction_changes_nothing() {
     })
     .unwrap();
     let h = m.alloc::<u16>(5 * 128).unwrap();
-    let mut rng = Rng(3);
-    let model: Vec<u16> = (0..5 * 128).map(|_| rng.next() as u16 | 1).collect();
+    let mut rng = Rng::with_seed(3);
+    let model: Vec<u16> = (0..5 * 128).map(|_| rng.u64(..) as u16 | 1).collect();
     let mut written = 0;
     for (i, &v) in model.iter().enumerate() {
         match m.set(h, i, v) {

@@ -3,21 +3,8 @@
 //! samples, in a memory smaller than the data; and the memory holds more
 //! samples than its RAM would plain.
 
-use ccvm_memmu::workload::{capacity, checked, pinned, plain};
+use ccvm_memmu::workload::{capacity, checked, pinned, plain, sensor_samples};
 use ccvm_memmu::{Memmu, MemmuConfig};
-
-fn samples(sensors: usize, n: usize) -> Vec<Vec<u16>> {
-    (0..sensors)
-        .map(|s| {
-            let f = ccvm_corpus::sensor::pages(n.div_ceil(2048), s as u64 + 1);
-            f.data
-                .chunks_exact(2)
-                .take(n)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                .collect()
-        })
-        .collect()
-}
 
 fn memory(ram: usize) -> Memmu {
     Memmu::new(MemmuConfig {
@@ -32,7 +19,7 @@ fn memory(ram: usize) -> Memmu {
 
 #[test]
 fn three_ways_one_result() {
-    let data = samples(3, 3000);
+    let data = sensor_samples(3, 3000);
     let want = plain(&data);
     // 3 sensors × 2 arrays × 6000 bytes = 36 KB of arrays in 24 KiB of RAM.
     let mut m = memory(24 << 10);
@@ -45,7 +32,7 @@ fn three_ways_one_result() {
 
 #[test]
 fn the_memory_holds_more_samples_than_its_ram() {
-    let source: Vec<u16> = samples(1, 20_000).remove(0);
+    let source: Vec<u16> = sensor_samples(1, 20_000).remove(0);
     let ram = 10 << 10;
     let held = capacity(&mut memory(ram), &source, 1024);
     assert!(

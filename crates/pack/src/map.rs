@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 
 use ccvm_codec::PAGE_SIZE;
 use ccvm_runtime::aligned::AlignedBuf;
-use ccvm_runtime::uffd::Uffd;
+use ccvm_runtime::uffd::{wait_for_fault, Uffd};
 
 use crate::read::{Packed, ReadStats, MAX_RUN};
 use crate::PackError;
@@ -194,31 +194,13 @@ impl Drop for Mapping {
 
 /// The handler thread: serves faults until `stop` is signalled.
 fn serve(uffd: Uffd, mut packed: Packed, base: usize, stop: i32, readahead: usize, stats: &Mutex<ReadStats>) {
-    let mut fds = [
-        libc::pollfd {
-            fd: uffd.raw(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: stop,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
     let mut ahead = ReadAhead::new(packed.pages() as usize, readahead);
     let mut buf = AlignedBuf::new(PAGE_SIZE);
     loop {
-        // SAFETY: poll on two valid descriptors.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            fatal(&packed, format!("poll: {}", std::io::Error::last_os_error()));
-        }
-        if fds[1].revents != 0 {
-            return;
+        match wait_for_fault(uffd.raw(), stop, -1) {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(e) => fatal(&packed, format!("poll: {e}")),
         }
         loop {
             let fault = match uffd.read_fault() {

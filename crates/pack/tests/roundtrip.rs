@@ -8,17 +8,7 @@ use std::path::PathBuf;
 
 use ccvm_codec::PAGE_SIZE;
 use ccvm_pack::{pack, pack_file, Mapping, Packed, ReadOptions};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use fastrand::Rng;
 
 fn real_pages() -> Vec<u8> {
     let files = ccvm_corpus::load_dir(ccvm_corpus::default_dir()).unwrap();
@@ -36,12 +26,12 @@ fn file(rng: &mut Rng, real: &[u8], pages: usize, short: usize) -> Vec<u8> {
     let mut data = Vec::with_capacity(pages * PAGE_SIZE);
     let real_pages = real.len() / PAGE_SIZE;
     for _ in 0..pages {
-        match rng.next() % 8 {
+        match rng.u64(..) % 8 {
             0 => data.extend_from_slice(&[0u8; PAGE_SIZE]),
-            1 => data.extend((0..PAGE_SIZE).map(|_| rng.next() as u8)),
+            1 => data.extend((0..PAGE_SIZE).map(|_| rng.u64(..) as u8)),
             2 => data.extend(b"let x = compress(page);\n".iter().cycle().take(PAGE_SIZE)),
             _ => {
-                let p = rng.next() as usize % real_pages;
+                let p = rng.u64(..) as usize % real_pages;
                 data.extend_from_slice(&real[p * PAGE_SIZE..(p + 1) * PAGE_SIZE]);
             }
         }
@@ -57,7 +47,7 @@ fn temp(name: &str) -> PathBuf {
 #[test]
 fn every_page_reads_back_with_every_codec() {
     let real = real_pages();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::with_seed(0x9E37_79B9_7F4A_7C15);
     for info in ccvm_codec::CODECS.iter().filter(|c| c.general) {
         for (pages, short) in [(0, 0), (1, 4095), (1, 0), (37, 1000), (120, 0)] {
             let data = file(&mut rng, &real, pages, short);
@@ -84,7 +74,7 @@ fn every_page_reads_back_with_every_codec() {
                 let mut page = [0u8; PAGE_SIZE];
                 // Random order: the reader keeps no position.
                 for _ in 0..packed.pages() * 2 {
-                    let p = rng.next() % packed.pages().max(1);
+                    let p = rng.u64(..) % packed.pages().max(1);
                     if packed.pages() == 0 {
                         break;
                     }
@@ -103,7 +93,7 @@ fn every_page_reads_back_with_every_codec() {
 #[test]
 fn a_mapping_holds_the_file_byte_for_byte_under_threads() {
     let real = real_pages();
-    let mut rng = Rng(42);
+    let mut rng = Rng::with_seed(42);
     let data = file(&mut rng, &real, 600, 123);
     let src = temp("mapped.bin");
     let dst = temp("mapped.ccz");
@@ -120,9 +110,9 @@ fn a_mapping_holds_the_file_byte_for_byte_under_threads() {
             for t in 0..4u64 {
                 let data = &data;
                 s.spawn(move || {
-                    let mut rng = Rng(t * 7919 + 1);
+                    let mut rng = Rng::with_seed(t * 7919 + 1);
                     for _ in 0..800 {
-                        let p = rng.next() as usize % data.len().div_ceil(PAGE_SIZE);
+                        let p = rng.u64(..) as usize % data.len().div_ceil(PAGE_SIZE);
                         let from = p * PAGE_SIZE;
                         let to = (from + PAGE_SIZE).min(data.len());
                         assert_eq!(&bytes[from..to], &data[from..to], "{codec} page {p}");

@@ -300,13 +300,7 @@ impl Fs {
             if old == ino {
                 return Ok(());
             }
-            match (&self.get(old)?.kind, is_dir) {
-                (Kind::Dir(d), true) if !d.is_empty() => return Err(libc::ENOTEMPTY),
-                (Kind::Dir(_), false) => return Err(libc::EISDIR),
-                (Kind::Dir(_), true) => {}
-                (_, true) => return Err(libc::ENOTDIR),
-                (_, false) => {}
-            }
+            // Checks the replaced entry's kind before changing anything.
             self.remove(new_parent, new_name, is_dir)?;
         }
         self.dir_mut(parent)?.remove(name);

@@ -10,31 +10,18 @@ use std::ffi::OsString;
 
 use ccvm_ramfs::{Fs, Kind, SetAttr, ROOT};
 use ccvm_store::{Store, StoreConfig};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use fastrand::Rng;
 
 /// Bytes to write: text (compresses), noise (does not), or zeros.
 fn data(rng: &mut Rng, len: usize) -> Vec<u8> {
-    match rng.below(3) {
+    match rng.u64(..3) {
         0 => b"fn main() { println!(\"compressed RAM\"); }\n"
             .iter()
             .cycle()
             .take(len)
             .copied()
             .collect(),
-        1 => (0..len).map(|_| rng.next() as u8).collect(),
+        1 => (0..len).map(|_| rng.u64(..) as u8).collect(),
         _ => vec![0; len],
     }
 }
@@ -56,21 +43,21 @@ fn run(limit: usize, steps: usize, seed: u64) -> (usize, usize) {
     ];
     // (dir index, name) -> contents
     let mut model: HashMap<(usize, OsString), Vec<u8>> = HashMap::new();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::with_seed(seed);
     let (mut nospc, mut short) = (0, 0);
     for step in 0..steps {
-        let d = rng.below(2) as usize;
-        let name = OsString::from(format!("f{}", rng.below(12)));
+        let d = rng.u64(..2) as usize;
+        let name = OsString::from(format!("f{}", rng.u64(..12)));
         let ino = fs.lookup(dirs[d], &name).ok().map(|n| n.ino);
-        match (rng.below(10), ino) {
+        match (rng.u64(..10), ino) {
             (_, None) => {
                 fs.make(dirs[d], &name, Kind::File, 0o644, 0, 0).unwrap();
                 model.insert((d, name), Vec::new());
             }
             (1..=3, Some(ino)) => {
                 let m = model.get_mut(&(d, name.clone())).unwrap();
-                let offset = rng.below(m.len() as u64 + 20_000);
-                let len = rng.below(30_000) as usize + 1;
+                let offset = rng.u64(..m.len() as u64 + 20_000);
+                let len = rng.u64(..30_000) as usize + 1;
                 let bytes = data(&mut rng, len);
                 match fs.write(ino, offset, &bytes) {
                     Ok(n) => {
@@ -91,8 +78,8 @@ fn run(limit: usize, steps: usize, seed: u64) -> (usize, usize) {
             }
             (4..=6, Some(ino)) => {
                 let m = &model[&(d, name.clone())];
-                let offset = rng.below(m.len() as u64 + 100);
-                let len = rng.below(40_000) as usize;
+                let offset = rng.u64(..m.len() as u64 + 100);
+                let len = rng.u64(..40_000) as usize;
                 let got = fs.read(ino, offset, len).unwrap();
                 reads += 1;
                 let from = (offset as usize).min(m.len());
@@ -101,7 +88,7 @@ fn run(limit: usize, steps: usize, seed: u64) -> (usize, usize) {
             }
             (7, Some(ino)) => {
                 let m = model.get_mut(&(d, name.clone())).unwrap();
-                let size = rng.below(m.len() as u64 * 2 + 1);
+                let size = rng.u64(..m.len() as u64 * 2 + 1);
                 match fs.set_attr(
                     ino,
                     &SetAttr {
@@ -115,8 +102,8 @@ fn run(limit: usize, steps: usize, seed: u64) -> (usize, usize) {
                 }
             }
             (8, Some(_)) => {
-                let to_d = rng.below(2) as usize;
-                let to = OsString::from(format!("f{}", rng.below(12)));
+                let to_d = rng.u64(..2) as usize;
+                let to = OsString::from(format!("f{}", rng.u64(..12)));
                 fs.rename(dirs[d], &name, dirs[to_d], &to).unwrap();
                 let m = model.remove(&(d, name)).unwrap();
                 model.insert((to_d, to), m);

@@ -837,29 +837,10 @@ impl Pager {
 /// readable.
 pub(crate) fn run_events(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd, stop: RawFd) {
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: uffd_fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: fds is a valid array of two pollfd.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            fatal(format!("poll on userfaultfd: {e}"));
-        }
+        let stopped = crate::uffd::wait_for_fault(uffd_fd, stop, 100)
+            .unwrap_or_else(|e| fatal(format!("poll on userfaultfd: {e}")));
         pager.lock().unwrap_or_else(|e| e.into_inner()).drain_events();
-        if fds[1].revents & libc::POLLIN != 0 {
+        if stopped {
             break;
         }
     }

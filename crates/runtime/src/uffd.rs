@@ -398,6 +398,33 @@ impl Uffd {
     }
 }
 
+/// Waits until a fault may be pending on the userfaultfd `uffd` or the
+/// descriptor `stop` is readable, or `timeout_ms` passes (-1: no limit).
+/// Returns whether `stop` is readable; a wait cut short by a signal
+/// returns `false`, as a timeout does.
+///
+/// # Errors
+///
+/// What `poll(2)` fails with, but `EINTR`.
+pub fn wait_for_fault(uffd: RawFd, stop: RawFd, timeout_ms: i32) -> std::io::Result<bool> {
+    let pollfd = |fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut fds = [pollfd(uffd), pollfd(stop)];
+    // SAFETY: fds is a valid array of two pollfd.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) } < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.kind() == std::io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(fds[1].revents & libc::POLLIN != 0)
+}
+
 /// Whether every page of `[addr, addr + len)` is mapped (`Some(true)`),
 /// none is (`Some(false)`), or some are (`None`), by `mincore(2)`, which
 /// for anonymous memory reports exactly whether a page table entry maps a
