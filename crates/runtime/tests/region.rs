@@ -217,11 +217,18 @@ fn scans_read_ahead_without_losing_a_write() {
         } else {
             assert!(stats.pages_read_ahead > 0 && stats.pages_zero_ahead > 0, "{stats:?}");
         }
-        faults.push(stats.faults_cache + stats.faults_zero);
+        // Faults per page mapped from the cache or as zeros: how many
+        // pages came through the other paths (pending compression, disk)
+        // depends on the helper's timing, so the absolute counts do not
+        // compare between runs; pages per fault do.
+        let faults_here = stats.faults_cache + stats.faults_zero;
+        let mapped = faults_here + stats.pages_read_ahead + stats.pages_zero_ahead;
+        faults.push(faults_here as f64 / mapped as f64);
     }
+    assert_eq!(faults[0], 1.0, "without read-ahead each page is a fault");
     assert!(
-        faults[1] * 2 < faults[0],
-        "read-ahead should halve the faults: {faults:?}"
+        faults[1] < 0.5,
+        "read-ahead should at least halve the faults per page: {faults:?}"
     );
 }
 
