@@ -9,6 +9,8 @@
 //! Implemented here, from the papers: [`wk::WkDm`] and [`wk::Wk4x4`]
 //! (Wilson, Kaplan and Smaragdakis 1999, §2.3), [`lzrw1::Lzrw1`] (Williams
 //! 1991), [`pbpm::Pbpm`] (Yang, dissertation §4.2), [`cpack::CPack`] (§6.6),
+//! the cache-line codecs it is compared with, [`fpc::Fpc`] (Alameldeen and
+//! Wood 2004) and [`bdi::Bdi`] (Pekhimenko et al. 2012),
 //! [`delta16::Delta16`] (§5.4), [`exepack2::Exepack2`] and
 //! [`iterated::Iterated`] (Wynn and Wu 2000, §3.2 and §2.2), ccvm's own
 //! [`wordlz::WordLz`] (LZ matches with WK-coded literal words) and
@@ -40,12 +42,14 @@
 #![deny(missing_docs)]
 
 pub mod baseline;
+pub mod bdi;
 mod bits;
 pub mod copy;
 pub mod cpack;
 pub mod delta16;
 mod error;
 pub mod exepack2;
+pub mod fpc;
 pub mod hybrid;
 pub mod iterated;
 pub mod lzrw1;

@@ -1,8 +1,8 @@
 //! Finding codecs by name.
 
 use crate::{
-    baseline, copy::Copy, cpack::CPack, delta16::Delta16, exepack2::Exepack2, hybrid::Hybrid, iterated::Iterated,
-    lzrw1::Lzrw1, pbpm::Pbpm, wk, wordlz::WordLz, Codec,
+    baseline, bdi::Bdi, copy::Copy, cpack::CPack, delta16::Delta16, exepack2::Exepack2, fpc::Fpc, hybrid::Hybrid,
+    iterated::Iterated, lzrw1::Lzrw1, pbpm::Pbpm, wk, wordlz::WordLz, Codec,
 };
 
 /// A codec's name, what it is, and how to make one.
@@ -50,6 +50,18 @@ pub const CODECS: &[CodecInfo] = &[
         about: "C-Pack: zero patterns + 16-word FIFO dictionary, for cache lines and pages (paper 003 §6.6)",
         general: true,
         make: || Box::new(CPack::new()),
+    },
+    CodecInfo {
+        name: "fpc",
+        about: "FPC: frequent-pattern word prefixes, the cache-line codec C-Pack is compared with (paper 003 §6)",
+        general: true,
+        make: || Box::new(Fpc::new()),
+    },
+    CodecInfo {
+        name: "bdi",
+        about: "BDI: base-delta-immediate per 64-byte line, for compressed caches (paper 003 §6's kind)",
+        general: true,
+        make: || Box::new(Bdi::new()),
     },
     CodecInfo {
         name: "copy",

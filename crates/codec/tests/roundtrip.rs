@@ -64,9 +64,15 @@ fn every_codec_round_trips_every_corpus_page() {
         let ratio = (pages * PAGE_SIZE) as f64 / compressed as f64;
         // Real heaps compress; only Delta16 (made for sensor samples) and
         // the iterated format (runs only) may fail to shrink them; the
-        // copy codec is the no-compression control.
-        if !matches!(codec.name(), "delta16" | "iterated" | "copy") {
-            assert!(ratio > 1.5, "{} ratio {ratio:.2} on the corpus", codec.name());
+        // copy codec is the no-compression control. The cache-line codecs
+        // shrink them less: FPC codes each word alone, without a
+        // dictionary (1.36 when it was added), and BDI finds one base and
+        // small deltas in under a quarter of the corpus's lines (1.13).
+        match codec.name() {
+            "delta16" | "iterated" | "copy" => {}
+            "fpc" => assert!(ratio > 1.2, "fpc ratio {ratio:.2} on the corpus"),
+            "bdi" => assert!(ratio > 1.05, "bdi ratio {ratio:.2} on the corpus"),
+            name => assert!(ratio > 1.5, "{name} ratio {ratio:.2} on the corpus"),
         }
     }
 }
