@@ -105,6 +105,7 @@ pub fn map(path: &Path, o: &MapOptions, format: Format) -> anyhow::Result<()> {
         eprintln!("{}: all {} pages check", path.display(), p.pages());
     }
     let packed = Packed::open(path, o.read).map_err(|e| in_file(path, e))?;
+    let codec = packed.codec().to_string();
     let mapping = Mapping::with_readahead(packed, o.readahead)?;
     if let Some(out) = &o.output {
         let bytes = mapping.as_slice();
@@ -126,7 +127,7 @@ pub fn map(path: &Path, o: &MapOptions, format: Format) -> anyhow::Result<()> {
     let s = mapping.finish();
     let row = LoadRow {
         file: path.display().to_string(),
-        variant: format!("ccz {}", packed_codec(path)?),
+        variant: format!("ccz {codec}"),
         pattern: o.touch,
         pages: order.len(),
         ms: elapsed.as_secs_f64() * 1e3,
@@ -147,10 +148,6 @@ fn in_file(path: &Path, e: ccvm_pack::PackError) -> anyhow::Error {
         ccvm_pack::PackError::Io(_) => anyhow::Error::new(e),
         other => anyhow::anyhow!("{}: {other}", path.display()),
     }
-}
-
-fn packed_codec(path: &Path) -> anyhow::Result<String> {
-    Ok(Packed::open(path, ReadOptions::default())?.codec().to_string())
 }
 
 /// Reads one byte of each page in `order`: every touch is a first touch.

@@ -165,6 +165,12 @@ impl Cache {
     /// size would be `size` bytes (64 or more: stored uncompressed; a
     /// plain level ignores it).
     pub fn access(&mut self, line: u64, size: usize) -> Outcome {
+        self.access_with(line, || size)
+    }
+
+    /// As [`Cache::access`], the size asked of `size` only on a miss, when
+    /// the line is filled (a size costs a lookup of the line's contents).
+    pub fn access_with(&mut self, line: u64, size: impl FnOnce() -> usize) -> Outcome {
         self.clock += 1;
         let s = self.set_of(line);
         let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
@@ -178,7 +184,7 @@ impl Cache {
         self.counts.misses += 1;
         let size = match self.config.organization {
             Organization::Plain => LINE,
-            _ => size.clamp(1, LINE),
+            _ => size().clamp(1, LINE),
         };
         let evicted = self.insert(s, line, size);
         self.counts.evictions += evicted.len() as u64;

@@ -83,12 +83,8 @@ impl<S: LineSizes> Hierarchy<S> {
         if let Outcome::Hit { .. } = self.l1.access(line, LINE) {
             return;
         }
-        // The size is asked only on an L2 miss, when the line is filled.
-        let l2 = &mut self.l2;
         let sizes = &mut self.sizes;
-        let hit = l2.contains(line);
-        let size = if hit { LINE } else { sizes.size(line) };
-        match l2.access(line, size) {
+        match self.l2.access_with(line, || sizes.size(line)) {
             Outcome::Hit { compressed } => {
                 self.report.cycles += lat.l2 as u64 + if compressed { lat.decompress as u64 } else { 0 };
             }

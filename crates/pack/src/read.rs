@@ -200,9 +200,12 @@ impl Packed {
         }
         let last = (first + count.clamp(1, MAX_RUN) as u64).min(self.header.pages);
         let run = &self.entries[first as usize..last as usize];
-        let stored: Vec<&Entry> = run.iter().filter(|e| e.kind != Kind::Zero).collect();
+        // The run's stored bytes: from its first stored page to its last.
+        let mut stored = run.iter().filter(|e| e.kind != Kind::Zero);
+        let (first_stored, last_stored) = (stored.next(), stored.next_back());
         let (mut at, mut got) = (0, 0);
-        if let (Some(a), Some(b)) = (stored.first(), stored.last()) {
+        if let Some(a) = first_stored {
+            let b = last_stored.unwrap_or(a);
             let started = Instant::now();
             let (from, to) = (a.offset, b.offset + b.stored as u64);
             let (from, to) = if self.options.direct {
