@@ -14,16 +14,16 @@ use plotters::prelude::*;
 use ccvm_sim::sweep::SweepRow;
 
 /// One figure: title, axes and lines.
-struct Figure {
-    title: String,
-    x_label: &'static str,
-    y_label: &'static str,
-    log_y: bool,
-    series: Vec<(String, Vec<(f64, f64)>)>,
-    shade: Option<(f64, f64)>,
+pub(crate) struct Figure {
+    pub title: String,
+    pub x_label: &'static str,
+    pub y_label: &'static str,
+    pub log_y: bool,
+    pub series: Vec<(String, Vec<(f64, f64)>)>,
+    pub shade: Option<(f64, f64)>,
 }
 
-const COLORS: [RGBColor; 8] = [
+const COLORS: [RGBColor; 12] = [
     RGBColor(0, 0, 0),
     RGBColor(214, 39, 40),
     RGBColor(31, 119, 180),
@@ -32,6 +32,10 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
     RGBColor(127, 127, 127),
+    RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+    RGBColor(227, 119, 194),
+    RGBColor(0, 0, 128),
 ];
 
 fn bounds(f: &Figure) -> (Range<f64>, Range<f64>) {
@@ -120,7 +124,20 @@ where
     Ok(())
 }
 
-fn save(dir: &Path, stem: &str, f: &Figure) -> anyhow::Result<()> {
+pub(crate) fn save(dir: &Path, stem: &str, f: &Figure) -> anyhow::Result<()> {
+    // The bundled font, so that figures draw on machines without fonts.
+    static FONT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let loaded = *FONT.get_or_init(|| {
+        plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            include_bytes!("../assets/fonts/DejaVuSans.ttf"),
+        )
+        .is_ok()
+    });
+    if !loaded {
+        return Err(anyhow!("the bundled font does not load"));
+    }
     let svg = dir.join(format!("{stem}.svg"));
     render(SVGBackend::new(&svg, (900, 560)).into_drawing_area(), f)?;
     let png = dir.join(format!("{stem}.png"));
@@ -150,12 +167,6 @@ fn region(rows: &[&SweepRow]) -> Option<(f64, f64)> {
 
 /// Writes fig3, fig4 and fig6 for every trace of `rows` into `dir`.
 pub fn write(dir: &Path, rows: &[SweepRow]) -> anyhow::Result<()> {
-    plotters::style::register_font(
-        "sans-serif",
-        FontStyle::Normal,
-        include_bytes!("../assets/fonts/DejaVuSans.ttf"),
-    )
-    .map_err(|_| anyhow!("the bundled font does not load"))?;
     let mut traces: Vec<&str> = rows.iter().map(|r| r.trace.as_str()).collect();
     traces.sort_unstable();
     traces.dedup();

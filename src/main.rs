@@ -56,6 +56,17 @@ enum Command {
     Pack(PackArgs),
     /// Maps a .ccz file: each page is read and decompressed on first touch, through userfaultfd.
     Map(MapArgs),
+    /// Runs a built-in workload in ordinary memory (what `ccvm sim record-lines --workload` traces).
+    #[command(hide = true)]
+    WorkloadPlain {
+        /// Workload name.
+        name: String,
+        /// Bytes of memory.
+        #[arg(value_parser = args::parse_bytes)]
+        size: u64,
+        /// Seed.
+        seed: u64,
+    },
     /// Serves a compressed RAM filesystem (FUSE) at DIR until it is unmounted: file blocks in the compressed
     /// store, within a hard memory limit (CRAMES's compressed RAM filesystem).
     Mount(MountArgs),
@@ -253,6 +264,124 @@ enum SimCommand {
         /// The sweep's output folder.
         dir: PathBuf,
     },
+    /// Records a line-level trace (data references, instruction counts, line contents) of a program run under
+    /// Valgrind's Lackey, or of a built-in workload, for `ccvm sim cache`.
+    RecordLines(RecordLinesArgs),
+    /// Simulates line traces through L1/L2 hierarchies: plain, segmented, pair-matching and adaptive L2
+    /// compression, with and without memory-link compression (paper 003 chapter 6).
+    Cache(CacheArgs),
+    /// Runs line traces together, one per core, on a chip of private L2s: cooperative compression and migration
+    /// against each alone and against private L2s twice the size (paper 003 chapter 7).
+    Chip(ChipArgs),
+    /// Full memory compression (a chipset cache over memory compressed by blocks) against a compressed disk
+    /// cache (pages compressed whole in part of memory), at memory sizes below each trace's footprint (paper 002).
+    Memory(MemoryArgs),
+}
+
+#[derive(Args)]
+struct MemoryArgs {
+    /// Line traces.
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// Physical memory as shares of each trace's footprint (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 0.75, 1.0])]
+    memory: Vec<f64>,
+    /// A page read from disk, e.g. 100us (cycles of a 1 GHz core).
+    #[arg(long, value_parser = args::parse_duration, default_value = "100us")]
+    disk: std::time::Duration,
+    /// L2 bytes.
+    #[arg(long, value_parser = args::parse_bytes, default_value = "256K")]
+    l2: u64,
+    /// FMC's chipset cache as a share of physical memory (002: 16-32 MB of 4-8 GB).
+    #[arg(long, default_value_t = 1.0 / 128.0)]
+    chipset_share: f64,
+    /// FMC's codec, on 256-byte blocks (002 assumes X-Match; C-Pack is its kind).
+    #[arg(long, default_value = "cpack")]
+    fmc_codec: String,
+    /// CDC's codec, on whole pages (timed on the trace's pages).
+    #[arg(long, default_value = "lz4")]
+    cdc_codec: String,
+}
+
+#[derive(Args)]
+struct ChipArgs {
+    /// Line traces, one per core (2 to 8).
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// L1 data cache of each core: bytes (2-way).
+    #[arg(long, value_parser = args::parse_bytes, default_value = "32K")]
+    l1: u64,
+    /// Each core's L2 sizes (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = args::parse_bytes, default_values_t = [256 << 10])]
+    l2: Vec<u64>,
+    /// L2 ways.
+    #[arg(long, default_value_t = 8)]
+    ways: usize,
+    /// Line codec (see `ccvm codecs`).
+    #[arg(long, default_value = "cpack")]
+    codec: String,
+    /// Lines cross the memory link compressed.
+    #[arg(long)]
+    link: bool,
+}
+
+#[derive(Args)]
+struct RecordLinesArgs {
+    /// Output trace file (.cclt).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Stop the program after this many data references.
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Trace a built-in workload (see `ccvm workloads`) instead of a program.
+    #[arg(long, conflicts_with = "program")]
+    workload: Option<String>,
+    /// The built-in workload's memory.
+    #[arg(long, value_parser = args::parse_bytes, default_value = "4M")]
+    size: u64,
+    /// The built-in workload's seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true)]
+    program: Vec<std::ffi::OsString>,
+}
+
+#[derive(Args)]
+struct CacheArgs {
+    /// Line traces (from `ccvm sim record-lines`).
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// L1 data cache: bytes (2-way unless --l1-ways).
+    #[arg(long, value_parser = args::parse_bytes, default_value = "32K")]
+    l1: u64,
+    /// L1 ways.
+    #[arg(long, default_value_t = 2)]
+    l1_ways: usize,
+    /// L2 sizes (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = args::parse_bytes, default_values_t = [256 << 10, 1 << 20])]
+    l2: Vec<u64>,
+    /// L2 ways.
+    #[arg(long, default_value_t = 8)]
+    ways: usize,
+    /// L2 organizations besides plain: plain, seg4, seg8, pair, adaptive (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = ["seg8", "pair", "adaptive"].map(String::from))]
+    org: Vec<String>,
+    /// Line codecs (comma-separated; see `ccvm codecs`).
+    #[arg(long, value_delimiter = ',', default_values_t = ["cpack".to_string()])]
+    codec: Vec<String>,
+    /// Also run every organization, plain included, with lines compressed on the memory link.
+    #[arg(long)]
+    link: bool,
+    /// Cycles to decompress a line (003 Table 6.2: C-Pack 8).
+    #[arg(long, default_value_t = 8)]
+    decompress: u64,
+    /// Also write every row as a JSON line to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw each trace's speed-up and miss figures (SVG and PNG) in this folder.
+    #[arg(long)]
+    figures: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -581,6 +710,54 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sim::sweep(&a.traces, &a.out, &plan)
         }
         Command::Sim(SimCommand::Report { dir }) => sim::report(&dir),
+        Command::Sim(SimCommand::RecordLines(a)) => {
+            let (program, args) = match (&a.workload, a.program.split_first()) {
+                (Some(w), _) => {
+                    ccvm_workload::by_name(w).map_err(anyhow::Error::msg)?;
+                    let me = anyhow::Context::context(std::env::current_exe(), "finding ccvm's own path")?;
+                    let args = ["workload-plain", w, &a.size.to_string(), &a.seed.to_string()];
+                    (me.into_os_string(), args.iter().map(std::ffi::OsString::from).collect())
+                }
+                (None, Some((p, rest))) => (p.clone(), rest.to_vec()),
+                (None, None) => anyhow::bail!("name a program after `--`, or a built-in workload with --workload"),
+            };
+            sim::cache::record(&program, &args, &a.output, a.limit)
+        }
+        Command::Sim(SimCommand::Cache(a)) => sim::cache::sweep(&sim::cache::CacheSweep {
+            traces: a.traces,
+            l1: (a.l1, a.l1_ways),
+            l2_sizes: a.l2,
+            ways: a.ways,
+            orgs: a.org,
+            codecs: a.codec,
+            link: a.link,
+            decompress: a.decompress,
+            json: a.json,
+            figures: a.figures,
+        }),
+        Command::Sim(SimCommand::Chip(a)) => sim::chip::chip(&sim::chip::ChipSweep {
+            traces: a.traces,
+            l1: (a.l1, 2),
+            l2_sizes: a.l2,
+            ways: a.ways,
+            codec: a.codec,
+            link: a.link,
+        }),
+        Command::Sim(SimCommand::Memory(a)) => sim::memory::memory(&sim::memory::MemorySweep {
+            traces: a.traces,
+            shares: a.memory,
+            disk: a.disk.as_nanos() as u64,
+            l2: a.l2,
+            chipset_share: a.chipset_share,
+            fmc_codec: a.fmc_codec,
+            cdc_codec: a.cdc_codec,
+        }),
+        Command::WorkloadPlain { name, size, seed } => {
+            let w = ccvm_workload::by_name(&name).map_err(anyhow::Error::msg)?;
+            let mut memory = vec![0u8; (size as usize).max(ccvm_workload::MIN_BYTES)];
+            println!("{}: checksum {:#x}", w.name, (w.run)(&mut memory, seed));
+            Ok(())
+        }
         Command::Workloads => {
             for w in ccvm_workload::WORKLOADS {
                 println!("{:<10} {}", w.name, w.about);

@@ -2,6 +2,9 @@
 //! policies over memory sizes, codecs and disk costs (paper 000 §4). This
 //! module runs sweeps; [`report`] summarizes them.
 
+pub mod cache;
+pub mod chip;
+pub mod memory;
 mod report;
 
 pub use report::report;

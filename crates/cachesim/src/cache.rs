@@ -64,6 +64,47 @@ pub struct Counts {
     pub compressed_hits: u64,
     /// Lines evicted.
     pub evictions: u64,
+    /// Hits on the least recently used line of a set that holds at least
+    /// its ways' worth of lines: what one line less per set would have
+    /// missed (003 §6.7.1's marginal-gain counter).
+    pub lru_hits: u64,
+}
+
+/// A line that left a level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Victim {
+    /// Line number.
+    pub line: u64,
+    /// Bytes it took in the level (64: stored uncompressed).
+    pub stored: u8,
+    /// Bytes it compresses to, as sized when filled (64: it does not, or
+    /// the level never asked).
+    pub size: u8,
+    /// Written since it was filled.
+    pub dirty: bool,
+}
+
+/// What one reference found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// A hit; `compressed`: stored compressed, so decompressed to be read.
+    Hit {
+        /// Stored compressed.
+        compressed: bool,
+    },
+    /// A miss: the line is now filled.
+    Miss,
+}
+
+impl Entry {
+    fn victim(self) -> Victim {
+        Victim {
+            line: self.line,
+            stored: self.size,
+            size: self.size,
+            dirty: self.dirty,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +114,7 @@ struct Entry {
     stamp: u64,
     /// The frame it occupies (pair-matching), or unused.
     frame: u8,
+    dirty: bool,
 }
 
 /// One cache level.
@@ -171,30 +213,87 @@ impl Cache {
     /// As [`Cache::access`], the size asked of `size` only on a miss, when
     /// the line is filled (a size costs a lookup of the line's contents).
     pub fn access_with(&mut self, line: u64, size: impl FnOnce() -> usize) -> Outcome {
+        let mut victims = Vec::new();
+        match self.reference(line, false, size, &mut victims) {
+            Access::Hit { compressed } => Outcome::Hit { compressed },
+            Access::Miss => Outcome::Miss {
+                evicted: victims.iter().map(|v| v.line).collect(),
+            },
+        }
+    }
+
+    /// The simulator's entry point: references `line` (a write marks it
+    /// dirty), asking `size` for its compressed size only on a miss, and
+    /// appends the lines that left to `victims` (kept by the caller so no
+    /// reference allocates).
+    #[inline]
+    pub fn reference(
+        &mut self,
+        line: u64,
+        write: bool,
+        size: impl FnOnce() -> usize,
+        victims: &mut Vec<Victim>,
+    ) -> Access {
         self.clock += 1;
         let s = self.set_of(line);
         let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
-        if let Some(e) = set.iter_mut().flatten().find(|e| e.line == line) {
+        let (mut oldest, mut held) = (u64::MAX, 0);
+        let mut found = None;
+        for (i, e) in set.iter().enumerate() {
+            if let Some(e) = e {
+                held += 1;
+                oldest = oldest.min(e.stamp);
+                if e.line == line {
+                    found = Some(i);
+                }
+            }
+        }
+        if let Some(i) = found {
+            let e = set[i].as_mut().expect("found");
+            self.counts.lru_hits += (e.stamp == oldest && held >= self.config.ways) as u64;
             e.stamp = self.clock;
+            e.dirty |= write;
             let compressed = (e.size as usize) < LINE;
             self.counts.hits += 1;
             self.counts.compressed_hits += compressed as u64;
-            return Outcome::Hit { compressed };
+            return Access::Hit { compressed };
         }
         self.counts.misses += 1;
         let size = match self.config.organization {
             Organization::Plain => LINE,
             _ => size().clamp(1, LINE),
         };
-        let evicted = self.insert(s, line, size);
-        self.counts.evictions += evicted.len() as u64;
-        Outcome::Miss { evicted }
+        let before = victims.len();
+        self.insert(s, line, size, write, victims);
+        self.counts.evictions += (victims.len() - before) as u64;
+        Access::Miss
     }
 
-    fn insert(&mut self, s: usize, line: u64, size: usize) -> Vec<u64> {
+    /// Marks `line` dirty if held (a write-back from the level above);
+    /// whether it was held.
+    pub fn mark_dirty(&mut self, line: u64) -> bool {
+        let s = self.set_of(line);
+        let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
+        match set.iter_mut().flatten().find(|e| e.line == line) {
+            Some(e) => {
+                e.dirty = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes `line` out (a back-invalidation), if held.
+    pub fn remove(&mut self, line: u64) -> Option<Victim> {
+        let s = self.set_of(line);
+        let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
+        let slot = set.iter_mut().find(|e| e.is_some_and(|e| e.line == line))?;
+        slot.take().map(Entry::victim)
+    }
+
+    fn insert(&mut self, s: usize, line: u64, size: usize, dirty: bool, evicted: &mut Vec<Victim>) {
         let (ways, tags, clock) = (self.config.ways, self.tags, self.clock);
         let set = &mut self.entries[s * tags..(s + 1) * tags];
-        let mut evicted = Vec::new();
         let lru = |set: &[Option<Entry>]| {
             (0..set.len())
                 .filter(|&i| set[i].is_some())
@@ -206,12 +305,13 @@ impl Cache {
             size: size as u8,
             stamp: clock,
             frame: 0,
+            dirty,
         };
         match self.config.organization {
             Organization::Plain => {
                 if !set.iter().any(Option::is_none) {
                     let v = lru(set);
-                    evicted.push(set[v].take().expect("held").line);
+                    evicted.push(set[v].take().expect("held").victim());
                 }
             }
             Organization::Segmented { segments } => {
@@ -225,7 +325,7 @@ impl Cache {
                 };
                 while !set.iter().any(Option::is_none) || used(set) + need > ways * segments {
                     let v = lru(set);
-                    evicted.push(set[v].take().expect("held").line);
+                    evicted.push(set[v].take().expect("held").victim());
                 }
             }
             Organization::PairMatching => {
@@ -248,7 +348,7 @@ impl Cache {
                         // the partner goes too.
                         let v = lru(set);
                         let victim = set[v].take().expect("held");
-                        evicted.push(victim.line);
+                        evicted.push(victim.victim());
                         let f = victim.frame as usize;
                         load[f] -= victim.size as usize;
                         lines[f] -= 1;
@@ -256,7 +356,7 @@ impl Cache {
                             let p = (0..set.len())
                                 .find(|&i| set[i].is_some_and(|e| e.frame as usize == f))
                                 .expect("the partner");
-                            evicted.push(set[p].take().expect("held").line);
+                            evicted.push(set[p].take().expect("held").victim());
                         }
                         f
                     }
@@ -266,7 +366,6 @@ impl Cache {
         }
         let free = set.iter().position(Option::is_none).expect("a free tag after eviction");
         set[free] = Some(entry);
-        evicted
     }
 }
 

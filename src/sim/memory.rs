@@ -1,0 +1,181 @@
+//! `ccvm sim memory`: full memory compression against a compressed disk
+//! cache on line traces (paper 002; `ccvm_cachesim::memory`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use ccvm_cachesim::trace::LineTrace;
+use ccvm_cachesim::{Config, Organization};
+
+use super::cache::{check_shape, truncate};
+
+/// What `ccvm sim memory` is asked.
+pub struct MemorySweep {
+    /// Traces.
+    pub traces: Vec<PathBuf>,
+    /// Physical memory as shares of each trace's footprint.
+    pub shares: Vec<f64>,
+    /// A disk read, cycles.
+    pub disk: u64,
+    /// L2 bytes.
+    pub l2: u64,
+    /// Chipset cache as a share of physical memory.
+    pub chipset_share: f64,
+    /// FMC's block codec and CDC's page codec.
+    pub fmc_codec: String,
+    /// CDC's page codec.
+    pub cdc_codec: String,
+}
+
+/// The median nanoseconds to compress and to decompress one of `pages`
+/// with `codec` (page images of the trace), as cycles of a 1 GHz core.
+fn page_costs(codec: &mut dyn ccvm_codec::Codec, pages: &[Vec<u8>]) -> anyhow::Result<(u64, u64)> {
+    let mut out = vec![0u8; 8192];
+    let mut back = vec![0u8; 4096];
+    let (mut c, mut d) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        for p in pages {
+            let t = std::time::Instant::now();
+            let n = codec.compress(p, &mut out).unwrap_or(4096);
+            c.push(t.elapsed().as_nanos() as u64);
+            if n < 4096 {
+                let t = std::time::Instant::now();
+                codec
+                    .decompress(&out[..n], &mut back)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                d.push(t.elapsed().as_nanos() as u64);
+            }
+        }
+    }
+    c.sort_unstable();
+    d.sort_unstable();
+    Ok((
+        c.get(c.len() / 2).copied().unwrap_or(0),
+        d.get(d.len() / 2).copied().unwrap_or(0),
+    ))
+}
+
+/// Base, chipset cache alone, FMC and CDC (at three shares of memory) on
+/// each trace and memory size; prints disk reads, CDC hits, the pages the
+/// memory held and the performance against Base (paper 002's tables).
+pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
+    use ccvm_cachesim::memory::{simulate_memory, Cdc, Fmc, MemorySystem, Scheme, PAGE};
+    let mut fmc_codec = ccvm_codec::by_name(&a.fmc_codec).map_err(anyhow::Error::msg)?;
+    let mut cdc_codec = ccvm_codec::by_name(&a.cdc_codec).map_err(anyhow::Error::msg)?;
+    check_shape(a.l2, 8).context("L2")?;
+    println!(
+        "{:<10} {:>7} {:<16} {:>8} {:>9} {:>8} {:>10} {:>7} {:>9}",
+        "trace", "memory", "scheme", "chipset", "disk rd", "CDC hits", "real pages", "IPC", "vs base"
+    );
+    for path in &a.traces {
+        let trace = LineTrace::open(path)?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // The pages as they ended, for the footprint and the codec's costs.
+        let mut last: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+        let mut pages = std::collections::HashSet::new();
+        for e in trace.events() {
+            match e {
+                ccvm_cachesim::trace::Event::Contents { line, image } => {
+                    last.insert(line, image);
+                }
+                ccvm_cachesim::trace::Event::Reference { line, .. } => {
+                    pages.insert(line / 64);
+                }
+            }
+        }
+        let mut pages: Vec<u64> = pages.into_iter().collect();
+        pages.sort_unstable();
+        let sample: Vec<Vec<u8>> = pages
+            .iter()
+            .step_by(pages.len().div_ceil(2000).max(1))
+            .map(|&p| {
+                (0..64)
+                    .flat_map(|i| {
+                        last.get(&(p * 64 + i))
+                            .map_or([0u8; 64], |&img| trace.images()[img as usize])
+                    })
+                    .collect()
+            })
+            .collect();
+        let (compress, decompress) = page_costs(cdc_codec.as_mut(), &sample)?;
+        eprintln!(
+            "{}: {} pages touched; {} a page: compress {compress} ns, decompress {decompress} ns (median of {})",
+            path.display(),
+            pages.len(),
+            a.cdc_codec,
+            sample.len()
+        );
+        let l1 = Config {
+            size: 32 << 10,
+            ways: 2,
+            organization: Organization::Plain,
+        };
+        let l2 = Config {
+            size: a.l2 as usize,
+            ways: 8,
+            organization: Organization::Plain,
+        };
+        for &share in &a.shares {
+            let memory = ((pages.len() as f64 * share) as usize).max(4) * PAGE;
+            let fmc = Fmc {
+                chipset: ((memory as f64 * a.chipset_share) as usize).max(4096),
+                chipset_latency: 50,
+                block: 256,
+                sector: 64,
+                decompress: 32,
+            };
+            let cdc = |part: f64| Cdc {
+                bytes: (memory as f64 * part) as usize,
+                decompress,
+                compress,
+                path: 1000,
+            };
+            let schemes = [
+                ("base", Scheme::Base),
+                ("chipset only", Scheme::ChipsetCache(fmc)),
+                ("fmc", Scheme::Fmc(fmc)),
+                ("cdc 25%", Scheme::Cdc(cdc(0.25))),
+                ("cdc 50%", Scheme::Cdc(cdc(0.5))),
+                ("cdc 75%", Scheme::Cdc(cdc(0.75))),
+            ];
+            let runs: Vec<_> = schemes
+                .iter()
+                .map(|&(label, scheme)| {
+                    let codec = if matches!(scheme, Scheme::Fmc(_)) {
+                        fmc_codec.as_mut()
+                    } else {
+                        cdc_codec.as_mut()
+                    };
+                    let system = MemorySystem {
+                        l1,
+                        l2,
+                        memory,
+                        memory_latency: 80,
+                        disk: a.disk,
+                        scheme,
+                    };
+                    (label, simulate_memory(&trace, codec, &system))
+                })
+                .collect();
+            let base = runs[0].1.ipc();
+            for (label, r) in &runs {
+                println!(
+                    "{:<10} {:>6.0}% {:<16} {:>8} {:>9} {:>8} {:>10} {:>7.4} {:>8.1}%",
+                    truncate(&name, 10),
+                    share * 100.0,
+                    label,
+                    r.chipset_hits,
+                    r.disk_reads,
+                    r.cdc_hits,
+                    r.pages_held,
+                    r.ipc(),
+                    (r.ipc() / base - 1.0) * 100.0
+                );
+            }
+        }
+    }
+    Ok(())
+}
