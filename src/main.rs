@@ -295,8 +295,8 @@ struct MemoryArgs {
     /// FMC's chipset cache as a share of physical memory (002: 16-32 MB of 4-8 GB).
     #[arg(long, default_value_t = 1.0 / 128.0)]
     chipset_share: f64,
-    /// FMC's codec, on 256-byte blocks (002 assumes X-Match; C-Pack is its kind).
-    #[arg(long, default_value = "cpack")]
+    /// FMC's codec, on 256-byte blocks (002 assumes X-Match).
+    #[arg(long, default_value = "xmatch")]
     fmc_codec: String,
     /// CDC's codec, on whole pages (timed on the trace's pages).
     #[arg(long, default_value = "lz4")]

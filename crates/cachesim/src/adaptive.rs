@@ -18,7 +18,7 @@
 //! a frame with room as things are, else the group's least recent line
 //! goes, and its partner too if the newcomer does not fit beside it.
 
-use crate::cache::{Access, Counts, Victim, LINE, MAX_WAYS};
+use crate::cache::{mark_dirty_in, scan, take_from, Access, Counts, Tagged, Victim, LINE, MAX_WAYS};
 use crate::Level;
 
 /// Which groups store lines compressed.
@@ -72,6 +72,18 @@ struct Entry {
     /// Frame in the set: way-1's first, then way-2's.
     frame: u8,
     dirty: bool,
+}
+
+impl Tagged for Entry {
+    fn line(&self) -> u64 {
+        self.line
+    }
+    fn stamp(&self) -> u64 {
+        self.stamp
+    }
+    fn make_dirty(&mut self) {
+        self.dirty = true;
+    }
 }
 
 impl Entry {
@@ -266,18 +278,7 @@ impl Level for AdaptiveCache {
         self.clock += 1;
         let s = line as usize & (self.sets - 1);
         let base = s * self.tags;
-        let set = &self.entries[base..base + self.tags];
-        let (mut oldest, mut held) = (u64::MAX, 0);
-        let mut found = None;
-        for (i, e) in set.iter().enumerate() {
-            if let Some(e) = e {
-                held += 1;
-                oldest = oldest.min(e.stamp);
-                if e.line == line {
-                    found = Some(i);
-                }
-            }
-        }
+        let (found, oldest, held) = scan(&self.entries[base..base + self.tags], line);
         let Some(i) = found else {
             self.counts.misses += 1;
             let size = size().clamp(1, LINE) as u8;
@@ -323,21 +324,12 @@ impl Level for AdaptiveCache {
 
     fn mark_dirty(&mut self, line: u64) -> bool {
         let s = line as usize & (self.sets - 1);
-        let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
-        match set.iter_mut().flatten().find(|e| e.line == line) {
-            Some(e) => {
-                e.dirty = true;
-                true
-            }
-            None => false,
-        }
+        mark_dirty_in(&mut self.entries[s * self.tags..(s + 1) * self.tags], line)
     }
 
     fn remove(&mut self, line: u64) -> Option<Victim> {
         let s = line as usize & (self.sets - 1);
-        let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
-        let slot = set.iter_mut().find(|e| e.is_some_and(|e| e.line == line))?;
-        slot.take().map(Entry::victim)
+        take_from(&mut self.entries[s * self.tags..(s + 1) * self.tags], line).map(Entry::victim)
     }
 
     fn counts(&self) -> Counts {

@@ -96,6 +96,57 @@ pub enum Access {
     Miss,
 }
 
+/// What the set helpers below need of a level's entries.
+pub(crate) trait Tagged: Copy {
+    fn line(&self) -> u64;
+    fn stamp(&self) -> u64;
+    fn make_dirty(&mut self);
+}
+
+impl Tagged for Entry {
+    fn line(&self) -> u64 {
+        self.line
+    }
+    fn stamp(&self) -> u64 {
+        self.stamp
+    }
+    fn make_dirty(&mut self) {
+        self.dirty = true;
+    }
+}
+
+/// One pass over a set: where `line` is, the oldest stamp, lines held.
+#[inline]
+pub(crate) fn scan<E: Tagged>(set: &[Option<E>], line: u64) -> (Option<usize>, u64, usize) {
+    let (mut found, mut oldest, mut held) = (None, u64::MAX, 0);
+    for (i, e) in set.iter().enumerate() {
+        if let Some(e) = e {
+            held += 1;
+            oldest = oldest.min(e.stamp());
+            if e.line() == line {
+                found = Some(i);
+            }
+        }
+    }
+    (found, oldest, held)
+}
+
+/// Marks `line` dirty if the set holds it; whether it did.
+pub(crate) fn mark_dirty_in<E: Tagged>(set: &mut [Option<E>], line: u64) -> bool {
+    match set.iter_mut().flatten().find(|e| e.line() == line) {
+        Some(e) => {
+            e.make_dirty();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Takes `line` out of the set, if there.
+pub(crate) fn take_from<E: Tagged>(set: &mut [Option<E>], line: u64) -> Option<E> {
+    set.iter_mut().find(|e| e.is_some_and(|e| e.line() == line))?.take()
+}
+
 impl Entry {
     fn victim(self) -> Victim {
         Victim {
@@ -237,17 +288,7 @@ impl Cache {
         self.clock += 1;
         let s = self.set_of(line);
         let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
-        let (mut oldest, mut held) = (u64::MAX, 0);
-        let mut found = None;
-        for (i, e) in set.iter().enumerate() {
-            if let Some(e) = e {
-                held += 1;
-                oldest = oldest.min(e.stamp);
-                if e.line == line {
-                    found = Some(i);
-                }
-            }
-        }
+        let (found, oldest, held) = scan(set, line);
         if let Some(i) = found {
             let e = set[i].as_mut().expect("found");
             self.counts.lru_hits += (e.stamp == oldest && held >= self.config.ways) as u64;
@@ -273,22 +314,13 @@ impl Cache {
     /// whether it was held.
     pub fn mark_dirty(&mut self, line: u64) -> bool {
         let s = self.set_of(line);
-        let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
-        match set.iter_mut().flatten().find(|e| e.line == line) {
-            Some(e) => {
-                e.dirty = true;
-                true
-            }
-            None => false,
-        }
+        mark_dirty_in(&mut self.entries[s * self.tags..(s + 1) * self.tags], line)
     }
 
     /// Takes `line` out (a back-invalidation), if held.
     pub fn remove(&mut self, line: u64) -> Option<Victim> {
         let s = self.set_of(line);
-        let set = &mut self.entries[s * self.tags..(s + 1) * self.tags];
-        let slot = set.iter_mut().find(|e| e.is_some_and(|e| e.line == line))?;
-        slot.take().map(Entry::victim)
+        take_from(&mut self.entries[s * self.tags..(s + 1) * self.tags], line).map(Entry::victim)
     }
 
     fn insert(&mut self, s: usize, line: u64, size: usize, dirty: bool, evicted: &mut Vec<Victim>) {

@@ -5,8 +5,9 @@ use ccvm_cachesim::memory::{simulate_memory, Cdc, Fmc, MemoryRun, MemorySystem, 
 use ccvm_cachesim::trace::{Header, LineTrace, LineTraceWriter};
 use ccvm_cachesim::{Config, Organization};
 
-/// Lines 0, 64, 128 (pages 0, 1, 2), then line 0 again; all zeros.
-fn trace() -> LineTrace {
+/// A trace whose lines 0, 64 and 128 (pages 0, 1, 2) are zeros and
+/// referenced in turn, then whatever `more` writes.
+fn trace(more: impl FnOnce(&mut LineTraceWriter<Vec<u8>>)) -> LineTrace {
     let header = Header {
         program: "hand".into(),
         args: vec![],
@@ -16,14 +17,17 @@ fn trace() -> LineTrace {
     for line in [0, 64, 128] {
         w.contents(line, &[0; 64]).unwrap();
     }
-    for line in [0, 64, 128, 0] {
+    for line in [0, 64, 128] {
         w.reference(line, false, 0).unwrap();
     }
+    more(&mut w);
     LineTrace::read(&w.finish().unwrap()[..], "hand").unwrap()
 }
 
-fn run(scheme: Scheme, codec: &str) -> MemoryRun {
-    let system = MemorySystem {
+/// `memory` bytes behind one L1 frame and one L2 set of two: every
+/// reference to a new line reaches memory.
+fn system(memory: usize, scheme: Scheme) -> MemorySystem {
+    MemorySystem {
         // One L1 frame, one L2 set of two: every reference reaches memory.
         l1: Config {
             size: 64,
@@ -35,12 +39,21 @@ fn run(scheme: Scheme, codec: &str) -> MemoryRun {
             ways: 2,
             organization: Organization::Plain,
         },
-        memory: 2 * PAGE,
+        memory,
         memory_latency: 80,
         disk: 1000,
         scheme,
-    };
-    simulate_memory(&trace(), ccvm_codec::by_name(codec).unwrap().as_mut(), &system)
+    }
+}
+
+/// The three pages, then line 0 again, in two pages of memory.
+fn run(scheme: Scheme, codec: &str) -> MemoryRun {
+    let t = trace(|w| w.reference(0, false, 0).unwrap());
+    simulate_memory(
+        &t,
+        ccvm_codec::by_name(codec).unwrap().as_mut(),
+        &system(2 * PAGE, scheme),
+    )
 }
 
 const FMC: Fmc = Fmc {
@@ -98,45 +111,19 @@ fn a_page_leaving_memory_leaves_the_chipset_cache() {
 
 #[test]
 fn fmc_sizes_a_page_again_when_its_contents_change() {
-    let header = Header {
-        program: "hand".into(),
-        args: vec![],
-        method: "by hand".into(),
-    };
-    let mut w = LineTraceWriter::new(Vec::new(), &header).unwrap();
-    for line in [0, 64, 128] {
-        w.contents(line, &[0; 64]).unwrap();
-    }
-    for line in [0, 64, 128] {
-        w.reference(line, false, 0).unwrap();
-    }
-    // Page 0 fills with bytes C-Pack cannot shrink: 4 KiB where it took 1.
-    let mut rng = fastrand::Rng::with_seed(1);
-    for line in 0..64 {
-        let mut b = [0u8; 64];
-        rng.fill(&mut b);
-        w.contents(line, &b).unwrap();
-    }
-    w.reference(0, false, 0).unwrap();
-    w.reference(64, false, 0).unwrap();
-    let t = LineTrace::read(&w.finish().unwrap()[..], "hand").unwrap();
-    let system = MemorySystem {
-        l1: Config {
-            size: 64,
-            ways: 1,
-            organization: Organization::Plain,
-        },
-        l2: Config {
-            size: 128,
-            ways: 2,
-            organization: Organization::Plain,
-        },
-        // Three 1 KiB pages fit; 4 + 1 + 1 KiB do not.
-        memory: 5 * 1024,
-        memory_latency: 80,
-        disk: 1000,
-        scheme: Scheme::Fmc(FMC),
-    };
+    let t = trace(|w| {
+        // Page 0 fills with bytes C-Pack cannot shrink: 4 KiB where it took 1.
+        let mut rng = fastrand::Rng::with_seed(1);
+        for line in 0..64 {
+            let mut b = [0u8; 64];
+            rng.fill(&mut b);
+            w.contents(line, &b).unwrap();
+        }
+        w.reference(0, false, 0).unwrap();
+        w.reference(64, false, 0).unwrap();
+    });
+    // Three 1 KiB pages fit; 4 + 1 + 1 KiB do not.
+    let system = system(5 * 1024, Scheme::Fmc(FMC));
     let r = simulate_memory(&t, ccvm_codec::by_name("cpack").unwrap().as_mut(), &system);
     // Page 1, the least recent, made room and was read back.
     assert_eq!((r.disk_reads, r.pages_held), (1, 2));

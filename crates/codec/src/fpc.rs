@@ -145,13 +145,7 @@ mod tests {
     use super::*;
 
     fn size(words: &[u32]) -> usize {
-        let block: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let mut out = [0u8; 512];
-        let n = Fpc.compress(&block, &mut out).unwrap();
-        let mut back = vec![0u8; block.len()];
-        Fpc.decompress(&out[..n], &mut back).unwrap();
-        assert_eq!(back, block);
-        n
+        crate::round_trip_size(&mut Fpc, words)
     }
 
     #[test]

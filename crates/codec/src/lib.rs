@@ -10,7 +10,8 @@
 //! (Wilson, Kaplan and Smaragdakis 1999, §2.3), [`lzrw1::Lzrw1`] (Williams
 //! 1991), [`pbpm::Pbpm`] (Yang, dissertation §4.2), [`cpack::CPack`] (§6.6),
 //! the cache-line codecs it is compared with, [`fpc::Fpc`] (Alameldeen and
-//! Wood 2004) and [`bdi::Bdi`] (Pekhimenko et al. 2012),
+//! Wood 2004), [`bdi::Bdi`] (Pekhimenko et al. 2012) and [`xmatch::XMatch`]
+//! (Kjelsø, Gooch and Jones 1996),
 //! [`delta16::Delta16`] (§5.4), [`exepack2::Exepack2`] and
 //! [`iterated::Iterated`] (Wynn and Wu 2000, §3.2 and §2.2), ccvm's own
 //! [`wordlz::WordLz`] (LZ matches with WK-coded literal words) and
@@ -58,6 +59,7 @@ mod registry;
 mod same_filled;
 pub mod wk;
 pub mod wordlz;
+pub mod xmatch;
 
 pub use error::{CompressError, DecodeError};
 pub use registry::{by_name, names, CodecInfo, CODECS};
@@ -119,4 +121,17 @@ pub(crate) fn valid_block_len(len: usize) -> bool {
 pub(crate) fn word_at(block: &[u8], i: usize) -> u32 {
     let b = &block[i * 4..i * 4 + 4];
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// Compresses `words` (little-endian) with `codec`, checks the round trip,
+/// and returns the compressed bytes: the hand-counted size tests' helper.
+#[cfg(test)]
+pub(crate) fn round_trip_size(codec: &mut dyn Codec, words: &[u32]) -> usize {
+    let block: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let mut out = [0u8; 512];
+    let n = codec.compress(&block, &mut out).unwrap();
+    let mut back = vec![0u8; block.len()];
+    codec.decompress(&out[..n], &mut back).unwrap();
+    assert_eq!(back, block);
+    n
 }

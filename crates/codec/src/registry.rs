@@ -2,7 +2,7 @@
 
 use crate::{
     baseline, bdi::Bdi, copy::Copy, cpack::CPack, delta16::Delta16, exepack2::Exepack2, fpc::Fpc, hybrid::Hybrid,
-    iterated::Iterated, lzrw1::Lzrw1, pbpm::Pbpm, wk, wordlz::WordLz, Codec,
+    iterated::Iterated, lzrw1::Lzrw1, pbpm::Pbpm, wk, wordlz::WordLz, xmatch::XMatch, Codec,
 };
 
 /// A codec's name, what it is, and how to make one.
@@ -56,6 +56,12 @@ pub const CODECS: &[CodecInfo] = &[
         about: "FPC: frequent-pattern word prefixes, the cache-line codec C-Pack is compared with (paper 003 §6)",
         general: true,
         make: || Box::new(Fpc::new()),
+    },
+    CodecInfo {
+        name: "xmatch",
+        about: "X-Match: 16-tuple move-to-front dictionary with partial matches, the line codec 003 and 002 compare (003 §6.9.2)",
+        general: true,
+        make: || Box::new(XMatch::new()),
     },
     CodecInfo {
         name: "bdi",
