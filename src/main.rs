@@ -376,6 +376,15 @@ struct CacheArgs {
     /// Cycles to decompress a line (003 Table 6.2: C-Pack 8).
     #[arg(long, default_value_t = 8)]
     decompress: u64,
+    /// Cycles of an L2 hit (003 Table 6.4: 10).
+    #[arg(long, default_value_t = 10)]
+    l2_latency: u64,
+    /// Cycles of memory before a line's first byte (003 Table 6.4: 80).
+    #[arg(long, default_value_t = 80)]
+    memory_latency: u64,
+    /// Bytes a cycle on the memory link (003 Table 6.4: 10).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    link_bytes_per_cycle: u64,
     /// Also write every row as a JSON line to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -731,7 +740,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             orgs: a.org,
             codecs: a.codec,
             link: a.link,
-            decompress: a.decompress,
+            timing: ccvm_cachesim::system::Timing {
+                decompress: a.decompress,
+                l2: a.l2_latency,
+                memory: a.memory_latency,
+                bytes_per_cycle: a.link_bytes_per_cycle,
+                ..ccvm_cachesim::system::Timing::PAPER
+            },
             json: a.json,
             figures: a.figures,
         }),

@@ -76,8 +76,8 @@ pub struct CacheSweep {
     pub codecs: Vec<String>,
     /// Also run each organization with link compression.
     pub link: bool,
-    /// Decompression cycles.
-    pub decompress: u64,
+    /// Latencies and the link's rate.
+    pub timing: Timing,
     /// Write rows as JSON lines too.
     pub json: Option<PathBuf>,
     /// Draw each trace's figures (speed-up and misses against L2 size) here.
@@ -151,10 +151,7 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
                     }
                 }
             }
-            let timing = Timing {
-                decompress: a.decompress,
-                ..Timing::PAPER
-            };
+            let timing = a.timing;
             let l1 = Config {
                 size: a.l1.0 as usize,
                 ways: a.l1.1,

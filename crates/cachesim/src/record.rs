@@ -79,9 +79,9 @@ pub fn record<W: Write>(
                 format!("cannot run valgrind ({e}): install it (apt-get install valgrind)"),
             )
         })?;
-    // Opening blocks until Valgrind opens its end; if it dies first, the
-    // open would block forever, so a watchdog thread opens the writing end
-    // itself once the child has exited.
+    // Opening the FIFO blocks until Valgrind opens its end; if Valgrind
+    // dies first it never would, so the open runs on its own thread while
+    // this one watches the child (and unblocks the open if it exits).
     let reader = open_fifo(&fifo, &mut child)?;
     let header = Header {
         program: program.to_string_lossy().into_owned(),
