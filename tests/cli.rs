@@ -343,4 +343,5 @@ fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
         results.to_str().unwrap(),
     ]);
     fails_with_one_line(&out, &[cut.to_str().unwrap(), "record offset"]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
