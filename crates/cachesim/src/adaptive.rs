@@ -18,7 +18,7 @@
 //! a frame with room as things are, else the group's least recent line
 //! goes, and its partner too if the newcomer does not fit beside it.
 
-use crate::cache::{mark_dirty_in, scan, take_from, Access, Counts, Tagged, Victim, LINE, MAX_WAYS};
+use crate::cache::{mark_dirty_in, scan, take_from, Access, Counts, Victim, LINE, MAX_WAYS};
 use crate::Level;
 
 /// Which groups store lines compressed.
@@ -74,17 +74,7 @@ struct Entry {
     dirty: bool,
 }
 
-impl Tagged for Entry {
-    fn line(&self) -> u64 {
-        self.line
-    }
-    fn stamp(&self) -> u64 {
-        self.stamp
-    }
-    fn make_dirty(&mut self) {
-        self.dirty = true;
-    }
-}
+crate::cache::tagged!(Entry);
 
 impl Entry {
     fn victim(self) -> Victim {

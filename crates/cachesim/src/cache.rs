@@ -103,17 +103,26 @@ pub(crate) trait Tagged: Copy {
     fn make_dirty(&mut self);
 }
 
-impl Tagged for Entry {
-    fn line(&self) -> u64 {
-        self.line
-    }
-    fn stamp(&self) -> u64 {
-        self.stamp
-    }
-    fn make_dirty(&mut self) {
-        self.dirty = true;
-    }
+/// Implements [`Tagged`] for an entry type with `line`, `stamp` and
+/// `dirty` fields.
+macro_rules! tagged {
+    ($entry:ty) => {
+        impl $crate::cache::Tagged for $entry {
+            fn line(&self) -> u64 {
+                self.line
+            }
+            fn stamp(&self) -> u64 {
+                self.stamp
+            }
+            fn make_dirty(&mut self) {
+                self.dirty = true;
+            }
+        }
+    };
 }
+pub(crate) use tagged;
+
+tagged!(Entry);
 
 /// One pass over a set: where `line` is, the oldest stamp, lines held.
 #[inline]

@@ -124,11 +124,12 @@ pub fn simulate_chip(traces: &[(&LineTrace, &[u8])], chip: &Chip) -> Vec<Run> {
     let mut link = 0u64;
     let mut running: Vec<bool> = vec![true; cores.len()];
     let mut spilled: Vec<Victim> = Vec::new();
+    // Each core's last marginal gain, as the directory sees it.
+    let mut mpgs: Vec<f64> = vec![0.0; cores.len()];
     while let Some(i) = (0..cores.len())
         .filter(|&i| running[i])
         .min_by_key(|&i| cores[i].cycles())
     {
-        let mpgs: Vec<f64> = cores.iter().map(|c| c.mpg).collect();
         let (before, rest) = l2s.split_at_mut(i);
         let (mine, after) = rest.split_first_mut().expect("core i");
         let mut view = Neighbours {
@@ -160,6 +161,7 @@ pub fn simulate_chip(traces: &[(&LineTrace, &[u8])], chip: &Chip) -> Vec<Run> {
             };
             cores[owner].evict(v, &mut link, &mut no_migration);
         }
+        mpgs[i] = cores[i].mpg;
     }
     cores.into_iter().zip(&l2s).map(|(c, l2)| c.finish(l2)).collect()
 }

@@ -2,7 +2,7 @@
 //! that may store lines compressed, and memory behind them, with the
 //! latencies that turn hits and misses into cycles.
 
-use crate::cache::{Cache, Config, Counts, Outcome, LINE};
+use crate::cache::{Access, Cache, Config, Counts, Victim, LINE};
 
 /// Where compressed sizes come from: the line's contents under the L2's
 /// codec, as the trace holds them.
@@ -55,6 +55,8 @@ pub struct Hierarchy<S: LineSizes> {
     sizes: S,
     latencies: Latencies,
     report: Report,
+    /// Lines the last reference pushed out, kept so no reference allocates.
+    victims: Vec<Victim>,
 }
 
 impl<S: LineSizes> Hierarchy<S> {
@@ -70,6 +72,7 @@ impl<S: LineSizes> Hierarchy<S> {
             sizes,
             latencies,
             report: Report::default(),
+            victims: Vec::new(),
         }
     }
 
@@ -80,15 +83,16 @@ impl<S: LineSizes> Hierarchy<S> {
         self.report.references += 1;
         let lat = self.latencies;
         self.report.cycles += lat.l1 as u64;
-        if let Outcome::Hit { .. } = self.l1.access(line, LINE) {
+        self.victims.clear();
+        if let Access::Hit { .. } = self.l1.reference(line, false, || LINE, &mut self.victims) {
             return;
         }
         let sizes = &mut self.sizes;
-        match self.l2.access_with(line, || sizes.size(line)) {
-            Outcome::Hit { compressed } => {
+        match self.l2.reference(line, false, || sizes.size(line), &mut self.victims) {
+            Access::Hit { compressed } => {
                 self.report.cycles += lat.l2 as u64 + if compressed { lat.decompress as u64 } else { 0 };
             }
-            Outcome::Miss { .. } => self.report.cycles += lat.l2 as u64 + lat.memory as u64,
+            Access::Miss => self.report.cycles += lat.l2 as u64 + lat.memory as u64,
         }
     }
 

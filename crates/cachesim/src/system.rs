@@ -180,6 +180,13 @@ impl OnChip for Alone {
     }
 }
 
+/// What line `key` (a core's tag and a line number) compresses to, from
+/// its current image; `None` when the trace gave it no contents.
+fn size_of(current: &HashMap<u64, u32>, sizes: &[u8], key: u64) -> Option<usize> {
+    let line = key & (crate::trace::MAX_LINE - 1);
+    current.get(&line).map(|&i| sizes[i as usize] as usize)
+}
+
 /// Occupies a link free from `*link` for `bytes` from `at`; when the
 /// transfer ends.
 fn transfer(link: &mut u64, at: u64, bytes: u64, per_cycle: u64) -> u64 {
@@ -252,11 +259,6 @@ impl<'a> Core<'a> {
         self.run.cycles
     }
 
-    fn size_of(&self, key: u64) -> Option<usize> {
-        let line = key & (crate::trace::MAX_LINE - 1);
-        self.current.get(&line).map(|&i| self.sizes[i as usize] as usize)
-    }
-
     /// Runs the next reference; false when the trace has ended.
     pub(crate) fn step<L: Level>(&mut self, l2: &mut L, link: &mut u64, chip: &mut impl OnChip) -> bool {
         let t = self.timing;
@@ -290,11 +292,13 @@ impl<'a> Core<'a> {
         }
         self.v2.clear();
         let mut fetched = None;
-        let access = {
-            let (current, sizes, mask) = (&self.current, self.sizes, crate::trace::MAX_LINE - 1);
-            let lookup = || current.get(&(line & mask)).map(|&i| sizes[i as usize] as usize);
-            l2.reference(line, false, || fetched.insert(lookup()).unwrap_or(LINE), &mut self.v2)
-        };
+        let (current, sizes) = (&self.current, self.sizes);
+        let access = l2.reference(
+            line,
+            false,
+            || fetched.insert(size_of(current, sizes, line)).unwrap_or(LINE),
+            &mut self.v2,
+        );
         match access {
             Access::Hit { compressed } => {
                 self.run.cycles += t.l2 + if compressed { t.decompress } else { 0 };
@@ -310,7 +314,7 @@ impl<'a> Core<'a> {
                 }
                 None => {
                     // A plain L2 does not ask the size; the link may.
-                    let fetched = fetched.unwrap_or_else(|| self.size_of(line));
+                    let fetched = fetched.unwrap_or_else(|| size_of(&self.current, self.sizes, line));
                     self.run.unknown += fetched.is_none() as u64;
                     let fetched = fetched.unwrap_or(LINE);
                     let compressed_link = self.link_compression && fetched < LINE;
@@ -350,7 +354,7 @@ impl<'a> Core<'a> {
         let bytes = if !self.link_compression {
             LINE
         } else if v.line & !(crate::trace::MAX_LINE - 1) == self.tag {
-            self.size_of(v.line).unwrap_or(LINE)
+            size_of(&self.current, self.sizes, v.line).unwrap_or(LINE)
         } else {
             v.stored as usize // a neighbour's line: as it was stored here
         };
