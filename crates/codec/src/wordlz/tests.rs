@@ -1,8 +1,8 @@
 //! WordLZ's format, pinned on hand-worked blocks, and the parts of the
 //! encoder the corpus-wide round trips may not reach.
 
-use super::{slot, WordLz};
-use crate::{Codec, DecodeError};
+use super::WordLz;
+use crate::{wk::WkDm, Codec, DecodeError};
 
 fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_le_bytes()).collect()
@@ -39,61 +39,70 @@ fn rng(mut x: u64) -> impl FnMut() -> u64 {
 }
 
 #[test]
-fn the_four_word_kinds_are_coded_as_the_format_says() {
-    // zero, miss, partial (same upper 20 bits), exact.
-    let block = words(&[0, 0xAAAA_B000, 0xAAAA_B123, 0xAAAA_B123]);
-    let s = slot(0xAAAA_B000) as u8;
+fn words_without_a_match_are_a_wkdm_block_behind_one_sequence() {
+    // zero, miss, partial (same upper 22 bits), exact: no match, so one
+    // sequence of four word tokens, and the four words coded by WKdm.
+    let ws = [0, 0xAAAA_B000, 0xAAAA_B123, 0xAAAA_B123];
+    let block = words(&ws);
     let mut out = [0u8; 64];
     let n = WordLz::new().compress(&block, &mut out).unwrap();
-    let field = (u16::from(s) | 0x123 << 4).to_le_bytes();
-    #[rustfmt::skip]
-    let expected = [
-        1, 0, 1, 0, 1, 0, 2, 0,       // stream lengths: seq, tags, idx, part
-        0x40,                         // four word tokens, no match
-        0b01_10_11_00,                // tags: zero, miss, partial, exact
-        s,                            // the exact match's index
-        field[0], field[1],           // the partial's index and low 12 bits
-        0x00, 0xB0, 0xAA, 0xAA,       // the miss
-    ];
-    assert_eq!(&out[..n], &expected);
+    let mut wk = [0u8; 64];
+    let m = WkDm::new().compress(&block, &mut wk).unwrap();
+    // Header: a sequence byte, four word tokens; then the sequence.
+    assert_eq!(&out[..5], &[1, 0, 4, 0, 0x80]);
+    assert_eq!(&out[5..n], &wk[..m]);
     assert_eq!(round_trip(&block), n);
 }
 
 #[test]
 fn a_repeated_run_is_one_match_with_its_offset() {
     // Eight distinct words, then the same eight again: the second half is
-    // one match of 32 bytes from 32 back.
+    // one match of 8 words from 8 back.
     let (block, out, n) = repeated_run();
-    // seq: eight words and a match of 32 = 6 + 15 + 11, offset 32.
-    assert_eq!(&out[..2], &[4, 0]);
-    assert_eq!(&out[8..12], &[0x8F, 32, 0, 11]);
+    // seq: eight words (7 and 1 more) and a match of 8 = 2 + 6, offset 8.
+    assert_eq!(&out[..4], &[4, 0, 8, 0]);
+    assert_eq!(&out[4..8], &[0xE6, 1, 8, 0]);
     assert_eq!(round_trip(&block), n);
 }
 
 #[test]
-fn byte_packed_records_are_matched_at_every_alignment() {
-    // sqlite-like cells: 19-byte records sharing 14 bytes, so each repeat
-    // sits at a different alignment than the one before.
-    let mut r = rng(7);
-    let mut block = Vec::new();
-    while block.len() < 4096 {
-        let v = r();
-        block.extend_from_slice(&v.to_le_bytes()[..3]);
-        block.extend_from_slice(b"\x12\x03%\x03SKU-000576");
-        block.extend_from_slice(&[b'0' + (v >> 32) as u8 % 10, b'0' + (v >> 40) as u8 % 10]);
+fn records_with_a_stride_take_the_repeat_offset() {
+    // An array of 3-word records whose last two words repeat: after the
+    // first match, each record is its first word and a match at the
+    // repeat offset, with no offset written.
+    let mut ws = Vec::new();
+    for i in 0..300u32 {
+        ws.extend_from_slice(&[0x9000_0000 ^ i.wrapping_mul(0x2545_F491), 0x5555_1234, 0x7777_0001]);
     }
-    block.truncate(4096);
+    let block = words(&ws);
     let n = round_trip(&block);
-    assert!(
-        n < 4096 * 45 / 100,
-        "{n} bytes: the common part of each record should cost a match"
-    );
+    let mut out = vec![0u8; 4096];
+    assert_eq!(WordLz::new().compress(&block, &mut out).unwrap(), n);
+    let seq_len = usize::from(u16::from_le_bytes([out[0], out[1]]));
+    // The first two records: four words and a match of two with its
+    // offset; then a token per record (one word, a repeat match of two).
+    assert_eq!(seq_len, 3 + 298, "{:x?}", &out[4..20]);
+    assert_eq!(&out[4..8], &[0x80, 3, 0, 0x30]);
+    assert!(out[4..4 + seq_len].iter().filter(|&&t| t & 0x10 != 0).count() >= 297);
+    assert!(n < 300 * 6, "{n} bytes");
+}
+
+#[test]
+fn a_repeated_word_is_a_run_from_one_word_back() {
+    // The repeat offset starts at one word: a page of one non-zero word is
+    // that word and one match over the rest.
+    let block = words(&[0xDEAD_BEEF; 1024]);
+    let mut out = [0u8; 64];
+    let n = WordLz::new().compress(&block, &mut out).unwrap();
+    // seq: one word, a repeat match of 1023 = 2 + 15 + 255 * 3 + 241.
+    assert_eq!(&out[..9], &[5, 0, 1, 0, 0x3F, 255, 255, 255, 241]);
+    assert_eq!(round_trip(&block), n);
 }
 
 #[test]
 fn matches_reach_across_a_large_block() {
     // 64 KiB: random words, the first 8 KiB repeated from 40 KiB on, so the
-    // offsets need all 16 bits (no literal bytes in blocks this large).
+    // offset needs more than the 10 bits of a page.
     let mut r = rng(11);
     let mut block: Vec<u8> = (0..65536 / 8).flat_map(|_| r().to_le_bytes()).collect();
     let unrepeated = round_trip(&block);
@@ -104,25 +113,11 @@ fn matches_reach_across_a_large_block() {
 }
 
 #[test]
-fn a_match_may_end_just_before_the_block_end() {
-    // A 4-byte-shifted repeat that ends 1 to 3 bytes before the end, so the
-    // last word token overlaps the match.
-    for tail in 1..4 {
-        let mut r = rng(3 + tail as u64);
-        let mut block: Vec<u8> = (0..48).map(|_| r() as u8).collect();
-        let src: Vec<u8> = block[1..21].to_vec();
-        let at = 48 - 20 - tail;
-        block[at..at + 20].copy_from_slice(&src);
-        round_trip(&block);
-    }
-}
-
-#[test]
 fn damaged_offsets_and_lengths_are_named() {
     let (block, out, n) = repeated_run();
     let mut back = vec![0u8; block.len()];
     let mut bad = out[..n].to_vec();
-    bad[9] = 200; // the offset: beyond the 32 bytes written
+    bad[6] = 200; // the offset: beyond the 8 words written
     assert_eq!(
         WordLz::new().decompress(&bad, &mut back),
         Err(DecodeError::Corrupt("match offset reaches before the block"))
@@ -131,6 +126,14 @@ fn damaged_offsets_and_lengths_are_named() {
     bad[0] = 200; // the sequence stream's length
     assert_eq!(
         WordLz::new().decompress(&bad, &mut back),
-        Err(DecodeError::Corrupt("stream lengths exceed the input"))
+        Err(DecodeError::Corrupt("sequence stream longer than the input"))
+    );
+    let mut bad = out[..n].to_vec();
+    bad[5] = 2; // nine word tokens where the header says eight
+    assert_eq!(
+        WordLz::new().decompress(&bad, &mut back),
+        Err(DecodeError::Corrupt(
+            "more word tokens than the block or the header has"
+        ))
     );
 }
