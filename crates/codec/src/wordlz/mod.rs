@@ -80,6 +80,7 @@ pub(crate) const MIN_MATCH: usize = 2;
 /// Bytes of the header: the sequence stream's length and the word tokens'
 /// count.
 pub(crate) const HEADER: usize = 4;
+
 /// WordLZ codec. See the [module docs](self) for the design and format.
 ///
 /// ```
