@@ -2,26 +2,10 @@
 //! then the sequences, which place them and copy the matches. The input is
 //! untrusted: every inconsistency is a [`DecodeError`].
 
-use super::{HEADER, MAX_TOKENS, MIN_MATCH};
+use super::{HEADER, MIN_MATCH};
 use std::hint::select_unpredictable;
 
 use crate::{wk::WkDm, Codec, DecodeError};
-
-/// The decoder's working memory: the decoded word tokens, and the WKdm
-/// codec that decodes them.
-pub(crate) struct Scratch {
-    words: Box<[u8]>,
-    wk: WkDm,
-}
-
-impl Scratch {
-    pub(crate) fn new() -> Self {
-        Scratch {
-            words: vec![0; 4 * MAX_TOKENS + WILD].into_boxed_slice(),
-            wk: WkDm::new(),
-        }
-    }
-}
 
 /// The sequence stream, read by a cursor.
 struct Seq<'a> {
@@ -50,8 +34,10 @@ impl Seq<'_> {
     }
 }
 
-/// Decodes `input` into `block` (a valid block length).
-pub(crate) fn decompress(input: &[u8], block: &mut [u8], scratch: &mut Scratch) -> Result<(), DecodeError> {
+/// Decodes `input` into `block` (a valid block length), decoding the word
+/// tokens with `wk` into `words` (room for a block's words and [`WILD`]
+/// bytes more).
+pub(crate) fn decompress(input: &[u8], block: &mut [u8], words: &mut [u8], wk: &mut WkDm) -> Result<(), DecodeError> {
     let n = block.len() / 4;
     if input.len() < HEADER {
         return Err(DecodeError::Truncated);
@@ -66,11 +52,10 @@ pub(crate) fn decompress(input: &[u8], block: &mut [u8], scratch: &mut Scratch) 
     }
     let wk_in = &input[HEADER + seq_len..];
     if tokens > 0 {
-        scratch.wk.decompress(wk_in, &mut scratch.words[..4 * tokens])?;
+        wk.decompress(wk_in, &mut words[..4 * tokens])?;
     } else if !wk_in.is_empty() {
         return Err(DecodeError::TrailingBytes(wk_in.len()));
     }
-    let words_all = &scratch.words[..];
     let mut seq = Seq { s: seq, at: 0 };
     let mut rep = 1;
     let mut pos = 0;
@@ -86,7 +71,7 @@ pub(crate) fn decompress(input: &[u8], block: &mut [u8], scratch: &mut Scratch) 
                 "more word tokens than the block or the header has",
             ));
         }
-        copy_words(block, 4 * pos, words_all, 4 * taken, 4 * run);
+        copy_words(block, 4 * pos, words, 4 * taken, 4 * run);
         taken += run;
         pos += run;
         if pos == n {
@@ -133,7 +118,7 @@ pub(crate) fn decompress(input: &[u8], block: &mut [u8], scratch: &mut Scratch) 
 /// Bytes a copy may write past its end: copies go in chunks of this size
 /// where the block has room for the last chunk's overrun (which later
 /// sequences then overwrite).
-const WILD: usize = 16;
+pub(crate) const WILD: usize = 16;
 
 /// Copies `len` bytes of the decoded word tokens at `from` to `to` in
 /// `block`. The caller has checked both ranges; `words` has [`WILD`] bytes

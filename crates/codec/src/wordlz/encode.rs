@@ -7,8 +7,8 @@
 //! sequences are written as the parse goes; the word tokens are coded when
 //! it ends, all at once, so that WKdm's vector passes run over them.
 
-use super::{HEADER, MAX_TOKENS, MIN_MATCH};
-use crate::{wk::WkDm, Codec, CompressError, MAX_BLOCK};
+use super::{HEADER, MIN_MATCH};
+use crate::{wk::WkDm, word_at, Codec, CompressError, MAX_BLOCK};
 
 /// Most match-table entries (a power of two): 8 KiB of `u16`.
 const TABLE_BITS: u32 = 12;
@@ -33,12 +33,6 @@ impl Source<'_> {
         u64::from_le_bytes(self.0[4 * k..4 * k + 8].try_into().expect("8 bytes"))
     }
 
-    /// The word at `k`.
-    #[inline(always)]
-    fn word(&self, k: usize) -> u32 {
-        u32::from_le_bytes(self.0[4 * k..4 * k + 4].try_into().expect("4 bytes"))
-    }
-
     /// Words equal at `a..` and `c..`, `a < c`, counting from `c` up to word
     /// `end`.
     #[inline(always)]
@@ -52,20 +46,18 @@ impl Source<'_> {
             a += 2;
             c += 2;
         }
-        if c < end && self.word(a) == self.word(c) {
+        if c < end && word_at(self.0, a) == word_at(self.0, c) {
             c += 1;
         }
         c - start
     }
 }
 
-/// Working memory, sized once for the largest block.
+/// The encoder's own working memory (the match table and the sequence
+/// stream), sized once for the largest block.
 pub(crate) struct Encoder {
     table: Box<[u16; 1 << TABLE_BITS]>,
     seq: Box<[u8]>,
-    /// The word tokens, gathered for the WK pass.
-    words: Box<[u8]>,
-    wk: WkDm,
 }
 
 /// Appends `v` to `seq` at `at` as bytes of 255 and a last byte below 255;
@@ -126,12 +118,18 @@ impl Encoder {
                 .try_into()
                 .unwrap_or_else(|_| unreachable!("TABLE entries")),
             seq: vec![0; 2 * MAX_BLOCK].into_boxed_slice(),
-            words: vec![0; 4 * MAX_TOKENS].into_boxed_slice(),
-            wk: WkDm::new(),
         }
     }
 
-    pub(crate) fn compress(&mut self, b: &[u8], out: &mut [u8]) -> Result<usize, CompressError> {
+    /// Compresses `b` into `out`, gathering the word tokens in `words`
+    /// (room for a block's words) for `wk` to code.
+    pub(crate) fn compress(
+        &mut self,
+        b: &[u8],
+        out: &mut [u8],
+        words: &mut [u8],
+        wk: &mut WkDm,
+    ) -> Result<usize, CompressError> {
         let n = b.len() / 4;
         let budget = out.len();
         let too_big = Err(CompressError::DoesNotFit { budget });
@@ -142,7 +140,6 @@ impl Encoder {
         let table = &mut self.table[..=mask];
         table.fill(0);
         let src = Source(b);
-        let words = &mut self.words;
         let mut seq = Seq {
             bytes: &mut self.seq,
             len: 0,
@@ -185,7 +182,7 @@ impl Encoder {
                     continue;
                 }
             }
-            words[4 * tokens..4 * tokens + 4].copy_from_slice(&src.word(k).to_le_bytes());
+            words[4 * tokens..4 * tokens + 4].copy_from_slice(&b[4 * k..4 * k + 4]);
             tokens += 1;
             seq.run += 1;
             k += 1;
@@ -203,7 +200,7 @@ impl Encoder {
         if tokens == 0 {
             return Ok(at);
         }
-        let wk = self.wk.compress(&words[..4 * tokens], &mut out[at..]);
-        Ok(at + wk.map_err(|_| CompressError::DoesNotFit { budget })?)
+        let packed = wk.compress(&words[..4 * tokens], &mut out[at..]);
+        Ok(at + packed.map_err(|_| CompressError::DoesNotFit { budget })?)
     }
 }

@@ -71,10 +71,10 @@ mod encode;
 #[cfg(test)]
 mod tests;
 
-use crate::{valid_block_len, Codec, CompressError, DecodeError, MAX_BLOCK};
+use crate::{valid_block_len, wk::WkDm, Codec, CompressError, DecodeError, MAX_BLOCK};
 
 /// Most word tokens a block can have.
-pub(crate) const MAX_TOKENS: usize = MAX_BLOCK / 4;
+const MAX_TOKENS: usize = MAX_BLOCK / 4;
 /// Shortest match, words.
 pub(crate) const MIN_MATCH: usize = 2;
 /// Bytes of the header: the sequence stream's length and the word tokens'
@@ -96,7 +96,11 @@ pub(crate) const HEADER: usize = 4;
 /// ```
 pub struct WordLz {
     enc: encode::Encoder,
-    dec: decode::Scratch,
+    /// The word tokens: gathered when compressing, decoded when
+    /// decompressing (with slack for the decoder's chunked copies).
+    words: Box<[u8]>,
+    /// Codes the word tokens, both ways.
+    wk: WkDm,
 }
 
 impl Default for WordLz {
@@ -110,7 +114,8 @@ impl WordLz {
     pub fn new() -> Self {
         WordLz {
             enc: encode::Encoder::new(),
-            dec: decode::Scratch::new(),
+            words: vec![0; 4 * MAX_TOKENS + decode::WILD].into_boxed_slice(),
+            wk: WkDm::new(),
         }
     }
 }
@@ -124,13 +129,13 @@ impl Codec for WordLz {
         if !valid_block_len(block.len()) {
             return Err(CompressError::BlockSize(block.len()));
         }
-        self.enc.compress(block, out)
+        self.enc.compress(block, out, &mut self.words, &mut self.wk)
     }
 
     fn decompress(&mut self, input: &[u8], block: &mut [u8]) -> Result<(), DecodeError> {
         if !valid_block_len(block.len()) {
             return Err(DecodeError::BlockSize(block.len()));
         }
-        decode::decompress(input, block, &mut self.dec)
+        decode::decompress(input, block, &mut self.words, &mut self.wk)
     }
 }
