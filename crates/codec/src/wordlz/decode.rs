@@ -1,6 +1,15 @@
 //! WordLZ's decoder: the word tokens first, all at once by WKdm's decoder,
 //! then the sequences, which place them and copy the matches. The input is
 //! untrusted: every inconsistency is a [`DecodeError`].
+//!
+//! Most sequences are short: a few word tokens and a match of at most 16
+//! words, far enough from the block's end. Those take a fast path that
+//! copies a fixed 32 bytes of tokens and 64 bytes of match whatever the
+//! lengths, so the copies have no loop and no branch on the lengths; the
+//! bytes written past a sequence's end are overwritten by the next ones.
+//! Everything else (extension bytes, offsets under four words, the last
+//! words of the block, and every inconsistent sequence) goes the general
+//! way, which checks each field and names what is wrong.
 
 use super::{HEADER, MIN_MATCH};
 use std::hint::select_unpredictable;
@@ -61,6 +70,10 @@ pub(crate) fn decompress(input: &[u8], block: &mut [u8], words: &mut [u8], wk: &
     let mut pos = 0;
     let mut taken = 0;
     while pos < n {
+        if let Some(step) = fast_sequence(&mut seq, block, words, pos, taken, tokens, rep) {
+            (pos, taken, rep) = step;
+            continue;
+        }
         let head = seq.byte()?;
         let mut run = usize::from(head >> 5);
         if run == 7 {
@@ -115,10 +128,62 @@ pub(crate) fn decompress(input: &[u8], block: &mut [u8], words: &mut [u8], wk: &
     }
     Ok(())
 }
+
+/// Words a sequence on the fast path may write from its start: at most 6
+/// word tokens and a match of at most 16 words.
+const FAST_SPAN: usize = 6 + 16;
+
+/// Decodes the next sequence at `pos` if it is a common one that can be
+/// copied in chunks of fixed size without checks on its lengths: no
+/// extension bytes, [`FAST_SPAN`] words of room in the block, a match
+/// offset of at least four words, and counts consistent with the header.
+/// Returns the new position, word tokens taken and repeat offset; `None`
+/// (having read nothing) for any other sequence, which the general path
+/// then decodes or reports.
+#[inline(always)]
+fn fast_sequence(
+    seq: &mut Seq,
+    block: &mut [u8],
+    words: &[u8],
+    pos: usize,
+    taken: usize,
+    tokens: usize,
+    rep: usize,
+) -> Option<(usize, usize, usize)> {
+    let s = seq.s.get(seq.at..seq.at + 3)?;
+    let head = s[0];
+    let (run, l) = (usize::from(head >> 5), usize::from(head & 15));
+    let explicit = head & 16 == 0;
+    let off = select_unpredictable(explicit, usize::from(u16::from_le_bytes([s[1], s[2]])), rep);
+    let at = pos + run;
+    if run == 7 || l == 15 || pos + FAST_SPAN > block.len() / 4 || taken + run > tokens || off < 4 || off > at {
+        return None;
+    }
+    // The word tokens: 32 bytes, of which those past the run are garbage
+    // that the match then overwrites.
+    let (from, to) = (4 * taken, 4 * pos);
+    let v: [u8; 32] = words[from..from + 32].try_into().ok()?;
+    block[to..to + 32].copy_from_slice(&v);
+    // The match: 64 bytes in chunks of 16, each read whole from at least 16
+    // bytes back, so from bytes already final; those past its end are
+    // garbage that later sequences overwrite.
+    let (src, dst) = (4 * (at - off), 4 * at);
+    for c in (0..64).step_by(16) {
+        let v: [u8; 16] = block[src + c..src + c + 16].try_into().ok()?;
+        block[dst + c..dst + c + 16].copy_from_slice(&v);
+    }
+    seq.at += 1 + 2 * usize::from(explicit);
+    Some((at + l + MIN_MATCH, taken + run, off))
+}
+
 /// Bytes a copy may write past its end: copies go in chunks of this size
 /// where the block has room for the last chunk's overrun (which later
 /// sequences then overwrite).
 pub(crate) const WILD: usize = 16;
+
+/// Bytes of slack after the word tokens' buffer, for the fast path's
+/// fixed copies.
+pub(crate) const SLACK: usize = 32;
 
 /// Copies `len` bytes of the decoded word tokens at `from` to `to` in
 /// `block`. The caller has checked both ranges; `words` has [`WILD`] bytes

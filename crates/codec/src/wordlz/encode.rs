@@ -1,36 +1,49 @@
 //! WordLZ's encoder: a greedy pass over the block's words, then one WKdm
 //! block of the words it left.
 //!
-//! At each word the parse tries, in order, the repeat offset (one 8-byte
-//! compare, no table), then the match table's candidate for the 8 bytes
-//! there; failing both, the word becomes a word token, copied aside. The
-//! sequences are written as the parse goes; the word tokens are coded when
-//! it ends, all at once, so that WKdm's vector passes run over them.
+//! At each word the parse checks, together, the repeat offset (one 8-byte
+//! compare, no table) and the match table's candidate for the 8 bytes
+//! there, and branches once on the outcome; failing both, the word becomes
+//! a word token, copied aside. The sequences are written as the parse goes;
+//! the word tokens are coded when it ends, all at once, so that WKdm's
+//! vector passes run over them.
+//!
+//! The block is first copied into a buffer of fixed size with zero bytes
+//! after it, and every index into that buffer is masked to its size: the
+//! compiler then proves each read in bounds, and the loop carries no
+//! bounds checks.
 
 use super::{HEADER, MIN_MATCH};
-use crate::{wk::WkDm, word_at, Codec, CompressError, MAX_BLOCK};
+use crate::{wk::WkDm, Codec, CompressError, MAX_BLOCK};
 
 /// Most match-table entries (a power of two): 8 KiB of `u16`.
 const TABLE_BITS: u32 = 12;
-/// Words without a match after which only every fourth word is looked up.
+/// Words without a match after which the parse looks up only the first of
+/// every [`STRIDE`] words, as LZ4 speeds up through data it cannot
+/// compress.
 const QUIET: usize = 32;
-/// Words between two checks of the output against the budget.
-const CHECK_EVERY: usize = 256;
+/// Words taken per lookup once the parse is quiet.
+const STRIDE: usize = 4;
+/// Zero bytes after the copied block: room for the reads of a match's
+/// measure and of a 16-byte copy at its last word.
+const PAD: usize = 64;
 
-/// The match table's slot for the eight bytes `x`.
-#[inline(always)]
-fn table_slot(x: u64) -> usize {
-    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
-}
-
-/// The block, read as words.
-struct Source<'a>(&'a [u8]);
+/// The block, copied into a buffer of fixed size.
+struct Source<'a>(&'a [u8; MAX_BLOCK + PAD]);
 
 impl Source<'_> {
-    /// The eight bytes at word `k`.
+    /// The eight bytes at word `k` (any `k`; masked into the buffer).
     #[inline(always)]
     fn pair(&self, k: usize) -> u64 {
-        u64::from_le_bytes(self.0[4 * k..4 * k + 8].try_into().expect("8 bytes"))
+        let i = (4 * k) & (MAX_BLOCK - 1);
+        u64::from_le_bytes(self.0[i..i + 8].try_into().expect("8 bytes"))
+    }
+
+    /// The sixteen bytes at word `k` (any `k`; masked into the buffer).
+    #[inline(always)]
+    fn quad(&self, k: usize) -> [u8; 16] {
+        let i = (4 * k) & (MAX_BLOCK - 1);
+        self.0[i..i + 16].try_into().expect("16 bytes")
     }
 
     /// Words equal at `a..` and `c..`, `a < c`, counting from `c` up to word
@@ -46,18 +59,19 @@ impl Source<'_> {
             a += 2;
             c += 2;
         }
-        if c < end && word_at(self.0, a) == word_at(self.0, c) {
+        if c < end && self.pair(a) as u32 == self.pair(c) as u32 {
             c += 1;
         }
         c - start
     }
 }
 
-/// The encoder's own working memory (the match table and the sequence
-/// stream), sized once for the largest block.
+/// The encoder's own working memory (the match table, the sequence stream
+/// and the block's copy), sized once for the largest block.
 pub(crate) struct Encoder {
     table: Box<[u16; 1 << TABLE_BITS]>,
     seq: Box<[u8]>,
+    src: Box<[u8; MAX_BLOCK + PAD]>,
 }
 
 /// Appends `v` to `seq` at `at` as bytes of 255 and a last byte below 255;
@@ -110,6 +124,25 @@ impl Seq<'_> {
     }
 }
 
+/// Word tokens gathered for WKdm, in a buffer with room for a block's words
+/// and 16 bytes more.
+struct Tokens<'a> {
+    bytes: &'a mut [u8],
+    count: usize,
+}
+
+impl Tokens<'_> {
+    /// Appends `words` (1 to 4) words of the block from word `k`, copying
+    /// 16 bytes whatever the count: the bytes past the last appended word
+    /// are overwritten by the next appends or lie past the tokens.
+    #[inline(always)]
+    fn take(&mut self, src: &Source, k: usize, words: usize) {
+        let at = (4 * self.count) & (MAX_BLOCK - 1);
+        self.bytes[at..at + 16].copy_from_slice(&src.quad(k));
+        self.count += words;
+    }
+}
+
 impl Encoder {
     pub(crate) fn new() -> Self {
         Encoder {
@@ -118,11 +151,15 @@ impl Encoder {
                 .try_into()
                 .unwrap_or_else(|_| unreachable!("TABLE entries")),
             seq: vec![0; 2 * MAX_BLOCK].into_boxed_slice(),
+            src: vec![0; MAX_BLOCK + PAD]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("MAX_BLOCK + PAD bytes")),
         }
     }
 
     /// Compresses `b` into `out`, gathering the word tokens in `words`
-    /// (room for a block's words) for `wk` to code.
+    /// (room for a block's words and 16 bytes more) for `wk` to code.
     pub(crate) fn compress(
         &mut self,
         b: &[u8],
@@ -136,71 +173,70 @@ impl Encoder {
         // A table about twice the block's words: smaller blocks clear and
         // touch less of it, and stay in the first-level cache.
         let bits = (usize::BITS - n.leading_zeros() + 1).clamp(8, TABLE_BITS);
-        let mask = (1 << bits) - 1;
-        let table = &mut self.table[..=mask];
-        table.fill(0);
-        let src = Source(b);
+        let table = &mut self.table[..];
+        table[..1 << bits].fill(0);
+        self.src[..b.len()].copy_from_slice(b);
+        self.src[b.len()..b.len() + PAD].fill(0);
+        let src = Source(&self.src);
         let mut seq = Seq {
             bytes: &mut self.seq,
             len: 0,
             run: 0,
         };
-        let mut tokens = 0;
+        let words = &mut words[..MAX_BLOCK + 16];
+        let mut tokens = Tokens { bytes: words, count: 0 };
         let mut rep = 1;
         let mut k = 0;
-        let mut check = CHECK_EVERY;
-        let mut busy_until = QUIET;
-        while k < n {
-            if k >= check {
-                // Each word token takes at least its 2-bit tag.
-                if HEADER + seq.len + tokens / 4 > budget {
+        let mut quiet_at = QUIET;
+        // A match needs two words; the last word is a token if reached.
+        while k + MIN_MATCH <= n {
+            let x = src.pair(k);
+            let h = (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize;
+            let h = h & ((1 << TABLE_BITS) - 1);
+            let j = usize::from(table[h]);
+            table[h] = k as u16;
+            // Both checks, then one branch: an entry is an earlier word (or
+            // 0, unset), and a repeat offset past the block's start reads a
+            // masked index, never out of bounds.
+            let rep_hit = (k >= rep) & (src.pair(k.wrapping_sub(rep)) == x);
+            let table_hit = (j < k) & (src.pair(j) == x);
+            if rep_hit | table_hit {
+                let off = if rep_hit { rep } else { k - j };
+                let len = MIN_MATCH + src.common_words(k - off + 2, k + 2, n);
+                seq.put_match(rep_hit, off, len);
+                if HEADER + seq.len + tokens.count / 4 > budget {
                     return too_big;
                 }
-                check = k + CHECK_EVERY;
+                rep = off;
+                k += len;
+                quiet_at = k + QUIET;
+                continue;
             }
-            if k + MIN_MATCH <= n && (k < busy_until || k % 4 == 0) {
-                let x = src.pair(k);
-                if k >= rep && src.pair(k - rep) == x {
-                    let len = MIN_MATCH + src.common_words(k - rep + 2, k + 2, n);
-                    seq.put_match(true, rep, len);
-                    k += len;
-                    busy_until = k + QUIET;
-                    continue;
-                }
-                let h = table_slot(x) >> (TABLE_BITS - bits);
-                let j = usize::from(table[h]);
-                table[h] = k as u16;
-                // `&`, not `&&`: an entry is always an earlier word (or 0,
-                // unset), so the load is in bounds, and one branch on the
-                // outcome, nearly always false, predicts better than two.
-                if (j < k) & (src.pair(j) == x) {
-                    let len = MIN_MATCH + src.common_words(j + 2, k + 2, n);
-                    rep = k - j;
-                    seq.put_match(false, rep, len);
-                    k += len;
-                    busy_until = k + QUIET;
-                    continue;
-                }
-            }
-            words[4 * tokens..4 * tokens + 4].copy_from_slice(&b[4 * k..4 * k + 4]);
-            tokens += 1;
-            seq.run += 1;
-            k += 1;
+            // No match: this word, and once quiet the next few, are tokens.
+            let take = if k >= quiet_at { STRIDE.min(n - k) } else { 1 };
+            tokens.take(&src, k, take);
+            seq.run += take;
+            k += take;
+        }
+        if k < n {
+            tokens.take(&src, k, n - k);
+            seq.run += n - k;
         }
         if seq.run > 0 {
             seq.put_token(false, 0);
         }
         let (seq_len, at) = (seq.len, HEADER + seq.len);
+        let count = tokens.count;
         if at > budget {
             return too_big;
         }
         out[..2].copy_from_slice(&(seq_len as u16).to_le_bytes());
-        out[2..4].copy_from_slice(&(tokens as u16).to_le_bytes());
+        out[2..4].copy_from_slice(&(count as u16).to_le_bytes());
         out[HEADER..at].copy_from_slice(&self.seq[..seq_len]);
-        if tokens == 0 {
+        if count == 0 {
             return Ok(at);
         }
-        let packed = wk.compress(&words[..4 * tokens], &mut out[at..]);
+        let packed = wk.compress(&words[..4 * count], &mut out[at..]);
         Ok(at + packed.map_err(|_| CompressError::DoesNotFit { budget })?)
     }
 }

@@ -114,7 +114,7 @@ impl WordLz {
     pub fn new() -> Self {
         WordLz {
             enc: encode::Encoder::new(),
-            words: vec![0; 4 * MAX_TOKENS + decode::WILD].into_boxed_slice(),
+            words: vec![0; 4 * MAX_TOKENS + decode::SLACK].into_boxed_slice(),
             wk: WkDm::new(),
         }
     }

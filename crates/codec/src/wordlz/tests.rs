@@ -137,3 +137,29 @@ fn damaged_offsets_and_lengths_are_named() {
         ))
     );
 }
+
+#[test]
+fn bad_offsets_are_named_on_the_decoders_fast_path_too() {
+    // Four words, the same four, then 40 distinct words: the first
+    // sequence (four word tokens and a match of four, offset 4) has the
+    // room the fast path needs; the last is the general path's.
+    let mut ws = vec![0x1111_0001, 0x2222_0002, 0x3333_0003, 0x4444_0004];
+    ws.extend_from_within(..);
+    let mut r = rng(5);
+    ws.extend((0..40).map(|_| r() as u32));
+    let block = words(&ws);
+    let mut out = [0u8; 512];
+    let n = WordLz::new().compress(&block, &mut out).unwrap();
+    assert_eq!(&out[4..7], &[0x82, 4, 0]);
+    assert_eq!(round_trip(&block), n);
+    let mut back = vec![0u8; block.len()];
+    for (offset, what) in [(5, "beyond the four words written"), (0, "zero")] {
+        let mut bad = out[..n].to_vec();
+        bad[5] = offset;
+        assert_eq!(
+            WordLz::new().decompress(&bad, &mut back),
+            Err(DecodeError::Corrupt("match offset reaches before the block")),
+            "an offset {what}"
+        );
+    }
+}
