@@ -24,25 +24,26 @@ const TABLE_BITS: u32 = 12;
 const QUIET: usize = 32;
 /// Words taken per lookup once the parse is quiet.
 const STRIDE: usize = 4;
-/// Zero bytes after the copied block: room for the reads of a match's
-/// measure and of a 16-byte copy at its last word.
-const PAD: usize = 64;
+/// Zero bytes after the copied block: room for a 16-byte read at its last
+/// word (the copies of word tokens).
+const PAD: usize = 16;
 
 /// The block, copied into a buffer of fixed size.
 struct Source<'a>(&'a [u8; MAX_BLOCK + PAD]);
 
 impl Source<'_> {
-    /// The eight bytes at word `k` (any `k`; masked into the buffer).
+    /// The eight bytes at word `k` (any `k`, even one that wrapped below
+    /// zero; masked into the buffer).
     #[inline(always)]
     fn pair(&self, k: usize) -> u64 {
-        let i = (4 * k) & (MAX_BLOCK - 1);
+        let i = k.wrapping_mul(4) & (MAX_BLOCK - 1);
         u64::from_le_bytes(self.0[i..i + 8].try_into().expect("8 bytes"))
     }
 
     /// The sixteen bytes at word `k` (any `k`; masked into the buffer).
     #[inline(always)]
     fn quad(&self, k: usize) -> [u8; 16] {
-        let i = (4 * k) & (MAX_BLOCK - 1);
+        let i = k.wrapping_mul(4) & (MAX_BLOCK - 1);
         self.0[i..i + 16].try_into().expect("16 bytes")
     }
 
