@@ -44,7 +44,7 @@ impl Seq<'_> {
 }
 
 /// Decodes `input` into `block` (a valid block length), decoding the word
-/// tokens with `wk` into `words` (room for a block's words and [`WILD`]
+/// tokens with `wk` into `words` (room for a block's words and [`SLACK`]
 /// bytes more).
 pub(crate) fn decompress(input: &[u8], block: &mut [u8], words: &mut [u8], wk: &mut WkDm) -> Result<(), DecodeError> {
     let n = block.len() / 4;
@@ -129,9 +129,11 @@ pub(crate) fn decompress(input: &[u8], block: &mut [u8], words: &mut [u8], wk: &
     Ok(())
 }
 
+/// Most match words a sequence on the fast path has (`l` below 15).
+const FAST_MATCH: usize = 14 + MIN_MATCH;
 /// Words a sequence on the fast path may write from its start: at most 6
-/// word tokens and a match of at most 16 words.
-const FAST_SPAN: usize = 6 + 16;
+/// word tokens and a match of at most [`FAST_MATCH`] words.
+const FAST_SPAN: usize = 6 + FAST_MATCH;
 
 /// Decodes the next sequence at `pos` if it is a common one that can be
 /// copied in chunks of fixed size without checks on its lengths: no
@@ -159,18 +161,18 @@ fn fast_sequence(
     if run == 7 || l == 15 || pos + FAST_SPAN > block.len() / 4 || taken + run > tokens || off < 4 || off > at {
         return None;
     }
-    // The word tokens: 32 bytes, of which those past the run are garbage
-    // that the match then overwrites.
+    // The word tokens: SLACK bytes (at least the 6 words of a run), of
+    // which those past the run are garbage that the match then overwrites.
     let (from, to) = (4 * taken, 4 * pos);
-    let v: [u8; 32] = words[from..from + 32].try_into().ok()?;
-    block[to..to + 32].copy_from_slice(&v);
-    // The match: 64 bytes in chunks of 16, each read whole from at least 16
-    // bytes back, so from bytes already final; those past its end are
-    // garbage that later sequences overwrite.
+    let v: [u8; SLACK] = words[from..from + SLACK].try_into().expect("SLACK bytes");
+    block[to..to + SLACK].copy_from_slice(&v);
+    // The match: FAST_MATCH words in chunks of WILD bytes, each read whole
+    // from at least WILD bytes back, so from bytes already final; those
+    // past its end are garbage that later sequences overwrite.
     let (src, dst) = (4 * (at - off), 4 * at);
-    for c in (0..64).step_by(16) {
-        let v: [u8; 16] = block[src + c..src + c + 16].try_into().ok()?;
-        block[dst + c..dst + c + 16].copy_from_slice(&v);
+    for c in (0..4 * FAST_MATCH).step_by(WILD) {
+        let v: [u8; WILD] = block[src + c..src + c + WILD].try_into().expect("WILD bytes");
+        block[dst + c..dst + c + WILD].copy_from_slice(&v);
     }
     seq.at += 1 + 2 * usize::from(explicit);
     Some((at + l + MIN_MATCH, taken + run, off))

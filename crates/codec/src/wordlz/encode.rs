@@ -24,9 +24,11 @@ const TABLE_BITS: u32 = 12;
 const QUIET: usize = 32;
 /// Words taken per lookup once the parse is quiet.
 const STRIDE: usize = 4;
-/// Zero bytes after the copied block: room for a 16-byte read at its last
-/// word (the copies of word tokens).
-const PAD: usize = 16;
+/// Bytes each copy of word tokens moves, whatever the count (1 to 4 words).
+const TOKEN_COPY: usize = 16;
+/// Zero bytes after the copied block: room for a token copy at its last
+/// word.
+const PAD: usize = TOKEN_COPY;
 
 /// The block, copied into a buffer of fixed size.
 struct Source<'a>(&'a [u8; MAX_BLOCK + PAD]);
@@ -40,11 +42,12 @@ impl Source<'_> {
         u64::from_le_bytes(self.0[i..i + 8].try_into().expect("8 bytes"))
     }
 
-    /// The sixteen bytes at word `k` (any `k`; masked into the buffer).
+    /// The [`TOKEN_COPY`] bytes at word `k` (any `k`; masked into the
+    /// buffer).
     #[inline(always)]
-    fn quad(&self, k: usize) -> [u8; 16] {
+    fn quad(&self, k: usize) -> [u8; TOKEN_COPY] {
         let i = k.wrapping_mul(4) & (MAX_BLOCK - 1);
-        self.0[i..i + 16].try_into().expect("16 bytes")
+        self.0[i..i + TOKEN_COPY].try_into().expect("TOKEN_COPY bytes")
     }
 
     /// Words equal at `a..` and `c..`, `a < c`, counting from `c` up to word
@@ -126,7 +129,7 @@ impl Seq<'_> {
 }
 
 /// Word tokens gathered for WKdm, in a buffer with room for a block's words
-/// and 16 bytes more.
+/// and [`TOKEN_COPY`] bytes more.
 struct Tokens<'a> {
     bytes: &'a mut [u8],
     count: usize,
@@ -134,12 +137,13 @@ struct Tokens<'a> {
 
 impl Tokens<'_> {
     /// Appends `words` (1 to 4) words of the block from word `k`, copying
-    /// 16 bytes whatever the count: the bytes past the last appended word
-    /// are overwritten by the next appends or lie past the tokens.
+    /// [`TOKEN_COPY`] bytes whatever the count: the bytes past the last
+    /// appended word are overwritten by the next appends or lie past the
+    /// tokens.
     #[inline(always)]
     fn take(&mut self, src: &Source, k: usize, words: usize) {
         let at = (4 * self.count) & (MAX_BLOCK - 1);
-        self.bytes[at..at + 16].copy_from_slice(&src.quad(k));
+        self.bytes[at..at + TOKEN_COPY].copy_from_slice(&src.quad(k));
         self.count += words;
     }
 }
@@ -160,7 +164,7 @@ impl Encoder {
     }
 
     /// Compresses `b` into `out`, gathering the word tokens in `words`
-    /// (room for a block's words and 16 bytes more) for `wk` to code.
+    /// (room for a block's words and [`TOKEN_COPY`] bytes more) for `wk` to code.
     pub(crate) fn compress(
         &mut self,
         b: &[u8],
@@ -184,7 +188,7 @@ impl Encoder {
             len: 0,
             run: 0,
         };
-        let words = &mut words[..MAX_BLOCK + 16];
+        let words = &mut words[..MAX_BLOCK + TOKEN_COPY];
         let mut tokens = Tokens { bytes: words, count: 0 };
         let mut rep = 1;
         let mut k = 0;
