@@ -28,6 +28,12 @@ pub const CODECS: &[CodecInfo] = &[
         make: || Box::new(wk::WkDm::new()),
     },
     CodecInfo {
+        name: "wkdm256",
+        about: "WKdm256: WKdm with a 256-word dictionary and byte-wide indices (ccvm's)",
+        general: true,
+        make: || Box::new(wk::WkDm256::new()),
+    },
+    CodecInfo {
         name: "wk4x4",
         about: "WK4x4: 4x4 set-associative LRU dictionary (paper 000 §2.3)",
         general: true,

@@ -20,7 +20,8 @@ pub fn corpus_and_names() -> (std::path::PathBuf, Vec<ccvm_corpus::PageFile>, Ve
     (dir, files, args)
 }
 
-/// The codecs called `names`.
+/// The codecs called `names`: those of the registry, and
+/// `wordlz-lz-only` ([`ccvm_codec::wordlz::WordLz::lz_only`]).
 ///
 /// # Panics
 ///
@@ -28,6 +29,9 @@ pub fn corpus_and_names() -> (std::path::PathBuf, Vec<ccvm_corpus::PageFile>, Ve
 pub fn codecs(names: &[String]) -> Vec<Box<dyn Codec>> {
     names
         .iter()
-        .map(|n| by_name(n).unwrap_or_else(|e| panic!("{e}")))
+        .map(|n| match n.as_str() {
+            "wordlz-lz-only" => Box::new(ccvm_codec::wordlz::WordLz::lz_only()),
+            _ => by_name(n).unwrap_or_else(|e| panic!("{e}")),
+        })
         .collect()
 }

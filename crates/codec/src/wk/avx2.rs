@@ -10,7 +10,7 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::{Segments, LOW_MASK, SINK, ZERO_SLOT};
+use super::{sink, zero_slot, Segments, LOW_MASK};
 
 /// Whether this processor runs the AVX2 paths (which also use POPCNT,
 /// present on every AVX2 processor).
@@ -89,13 +89,13 @@ fn mask_of(v: __m256i) -> usize {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
 #[inline]
-fn slots(w: __m256i) -> __m256i {
-    let h = _mm256_srli_epi32(
+fn slots<const BITS: u32>(w: __m256i) -> __m256i {
+    let h = _mm256_srl_epi32(
         _mm256_mullo_epi32(_mm256_srli_epi32(w, 10), _mm256_set1_epi32(0x9E37_79B1u32 as i32)),
-        28,
+        _mm_cvtsi32_si128(32 - BITS as i32),
     );
     let z = _mm256_cmpeq_epi32(w, _mm256_setzero_si256());
-    _mm256_blendv_epi8(h, _mm256_set1_epi32(SINK as i32), z)
+    _mm256_blendv_epi8(h, _mm256_set1_epi32(sink(BITS) as i32), z)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -106,21 +106,22 @@ fn perm(m: usize, table: &[[u32; 8]; 256]) -> __m256i {
     unsafe { _mm256_loadu_si256(table[m].as_ptr() as *const __m256i) }
 }
 
-/// Pass 1: slots of words `from..to` (`to - from` a multiple of 8).
+/// Pass 1: slots of words `from..to` (`to - from` a multiple of 8) in a
+/// dictionary of `2^BITS` words.
 ///
 /// # Safety
 ///
 /// AVX2 must be available; `to * 4 <= block.len()` and `to <= slots.len()`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
-pub(crate) unsafe fn hash(block: &[u8], slots_out: &mut [u32], from: usize, to: usize) {
+pub(crate) unsafe fn hash<const BITS: u32>(block: &[u8], slots_out: &mut [u32], from: usize, to: usize) {
     // SAFETY: every load and store is of words below `to`, within `block` and `slots_out` as the caller guarantees.
     unsafe {
         debug_assert!(to * 4 <= block.len() && to <= slots_out.len() && (to - from).is_multiple_of(8));
         let mut i = from;
         while i < to {
             let w = _mm256_loadu_si256(block.as_ptr().add(i * 4) as *const __m256i);
-            _mm256_storeu_si256(slots_out.as_mut_ptr().add(i) as *mut __m256i, slots(w));
+            _mm256_storeu_si256(slots_out.as_mut_ptr().add(i) as *mut __m256i, slots::<BITS>(w));
             i += 8;
         }
     }
@@ -195,8 +196,9 @@ pub(crate) unsafe fn classify(
     }
 }
 
-/// Expansion for words `0..to` (`to` a multiple of 8): per-word load and
-/// store slots (`load | store << 8`), value and mask, from the segments.
+/// Expansion for words `0..to` (`to` a multiple of 8), for a dictionary of
+/// `2^BITS` words: per-word load and store slots (`load | store << 16`),
+/// value and mask, from the segments.
 ///
 /// # Safety
 ///
@@ -206,7 +208,7 @@ pub(crate) unsafe fn classify(
 /// hold `to` entries.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
-pub(crate) unsafe fn expand(
+pub(crate) unsafe fn expand<const BITS: u32>(
     tags: &[u8],
     seg: &Segments,
     counts: &mut [usize; 3],
@@ -222,8 +224,8 @@ pub(crate) unsafe fn expand(
         let shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
         let three = _mm256_set1_epi32(3);
         let not_low = _mm256_set1_epi32(!LOW_MASK as i32);
-        let zero_sink = _mm256_set1_epi32((ZERO_SLOT | SINK << 8) as i32);
-        let sink = _mm256_set1_epi32((SINK << 8) as i32);
+        let zero_sink = _mm256_set1_epi32((zero_slot(BITS) | sink(BITS) << 16) as i32);
+        let sink = _mm256_set1_epi32((sink(BITS) << 16) as i32);
         let mut i = 0;
         while i < to {
             let bits = u16::from_le_bytes([tags[i / 4], tags[i / 4 + 1]]) as i32;
@@ -245,10 +247,13 @@ pub(crate) unsafe fn expand(
             let x = _mm256_permutevar8x32_epi32(x, perm(m_match, &EXPAND));
             ni += m_match.count_ones() as usize;
 
-            // Partial: x | x << 8; exact: x | SINK << 8; miss: ZERO_SLOT | slot << 8.
-            let stored = _mm256_blendv_epi8(_mm256_slli_epi32(x, 8), sink, is_exact);
+            // Partial: x | x << 16; exact: x | sink << 16; miss: zero slot | slot << 16.
+            let stored = _mm256_blendv_epi8(_mm256_slli_epi32(x, 16), sink, is_exact);
             let h = _mm256_or_si256(x, stored);
-            let miss = _mm256_or_si256(_mm256_set1_epi32(ZERO_SLOT as i32), _mm256_slli_epi32(slots(f), 8));
+            let miss = _mm256_or_si256(
+                _mm256_set1_epi32(zero_slot(BITS) as i32),
+                _mm256_slli_epi32(slots::<BITS>(f), 16),
+            );
             let h = _mm256_blendv_epi8(h, miss, is_miss);
             let h = _mm256_blendv_epi8(h, zero_sink, is_zero);
             let v = _mm256_or_si256(f, l);
@@ -333,7 +338,7 @@ pub(crate) unsafe fn count_tags(tags: &[u8]) -> [u32; 3] {
 
 /// Stand-ins for other architectures: never called, as [`available`] is false.
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) unsafe fn hash(_: &[u8], _: &mut [u32], _: usize, _: usize) {
+pub(crate) unsafe fn hash<const BITS: u32>(_: &[u8], _: &mut [u32], _: usize, _: usize) {
     unreachable!("no AVX2 on this architecture")
 }
 
@@ -358,7 +363,7 @@ pub(crate) unsafe fn unpack_nibbles(_: &[u8], _: &mut [u8]) -> usize {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) unsafe fn expand(
+pub(crate) unsafe fn expand<const BITS: u32>(
     _: &[u8],
     _: &Segments,
     _: &mut [usize; 3],

@@ -1,25 +1,39 @@
 //! The WK codecs of Wilson, Kaplan and Smaragdakis (paper 000, §2.3):
 //! [`WkDm`] (direct-mapped dictionary) and [`Wk4x4`] (4 sets × 4 ways, LRU
-//! within each set).
+//! within each set), and ccvm's [`WkDm256`], WKdm with a dictionary of 256
+//! words.
 //!
-//! Both model a block as 32-bit words against a dictionary of 16 recently
-//! seen words and give each word a 2-bit tag: zero word, exact match (a
-//! 4-bit dictionary index follows), partial match of the upper 22 bits (the
-//! index and the 10 low bits follow) or miss (the whole word follows). As in
-//! the paper, each kind of information goes to its own segment and the
-//! segments are packed by a separate fast pass; the two codecs share that
-//! segment format and differ only in how the dictionary is searched and
-//! updated.
+//! They model a block as 32-bit words against a dictionary of recently
+//! seen words (16 in the paper's two) and give each word a 2-bit tag: zero
+//! word, exact match (a dictionary index follows), partial match of the
+//! upper 22 bits (the index and the 10 low bits follow) or miss (the whole
+//! word follows). As in the paper, each kind of information goes to its
+//! own segment and the segments are packed by a separate fast pass; the
+//! codecs share that segment format and differ in how the dictionary is
+//! searched and updated, and in how wide an index is.
 //!
 //! # Format
 //!
 //! ```text
 //! byte 0      0 = segments follow, 1 = same-filled block (a 4-byte word follows)
 //! tags        ceil(words/4) bytes, four 2-bit tags a byte, first tag in the low bits
-//! indices     ceil(matches/2) bytes, two 4-bit indices a byte, first in the low nibble
+//! indices     16-word dictionaries: ceil(matches/2) bytes, two 4-bit indices a
+//!             byte, first in the low nibble; WkDm256: one byte per match
 //! low bits    ceil(partials/3) little-endian u32s, three 10-bit fields each
 //! full words  one little-endian u32 per miss
 //! ```
+//!
+//! # Why a dictionary of 256 words
+//!
+//! The paper's 16 words fit a 4-bit index. Pages of today's heaps point
+//! into more regions than that at once, and a word whose region has been
+//! pushed out costs a whole 34-bit miss instead of a 16-bit partial match.
+//! A size model over `corpus/large` (`--example wordlz_model`, its "no LZ"
+//! rows) gives 1.962 with 16 words, 2.198 with 64, 2.193 with 256 and 2.084
+//! with 1,024, as the index grows by two bits each step. 256 words with
+//! byte-wide indices costs nothing in packing (no nibbles), keeps the
+//! dictionary in 1 KiB of the first-level cache, and runs the same passes;
+//! measured, it compresses `corpus/large` 2.181 against WKdm's 1.958.
 //!
 //! Choices the paper leaves open, and why:
 //! * Segment lengths are not stored: they follow from the tag counts, which
@@ -34,7 +48,7 @@ mod avx2;
 mod dm;
 mod x4;
 
-pub use dm::WkDm;
+pub use dm::{WkDm, WkDm256, WkDmN};
 pub use x4::Wk4x4;
 
 use crate::{CompressError, DecodeError, MAX_BLOCK};
@@ -44,12 +58,21 @@ pub(crate) const MISS: u32 = 1;
 pub(crate) const PARTIAL: u32 = 2;
 pub(crate) const EXACT: u32 = 3;
 pub(crate) const LOW_MASK: u32 = 0x3FF;
-/// WKdm's dictionary slot for zero words (and, when decoding, exact
-/// matches): written, never read. Shared by the scalar and AVX2 paths.
-pub(crate) const SINK: u32 = 16;
-/// WKdm's slot that decoding misses and zero words load from: never
-/// written, always 0.
-pub(crate) const ZERO_SLOT: u32 = 17;
+
+/// WKdm's dictionary slot, with `2^bits` slots, for zero words (and, when
+/// decoding, exact matches): written, never read. Shared by the scalar and
+/// AVX2 paths.
+#[inline(always)]
+pub(crate) const fn sink(bits: u32) -> u32 {
+    1 << bits
+}
+
+/// WKdm's slot, with `2^bits` slots, that decoding misses and zero words
+/// load from: never written, always 0.
+#[inline(always)]
+pub(crate) const fn zero_slot(bits: u32) -> u32 {
+    (1 << bits) + 1
+}
 
 const FORMAT_SEGMENTS: u8 = 0;
 const FORMAT_SAME: u8 = 1;
@@ -72,6 +95,8 @@ pub(crate) struct Segments {
     pub(crate) tags: Box<[u8]>,
     /// One dictionary index per byte.
     pub(crate) idx: Box<[u8]>,
+    /// Whether indices are packed a byte each (else two to a byte).
+    byte_idx: bool,
     /// One 10-bit low field per entry.
     pub(crate) low: Box<[u32]>,
     /// One missed word per entry.
@@ -82,10 +107,13 @@ pub(crate) struct Segments {
 }
 
 impl Segments {
-    pub(crate) fn new() -> Self {
+    /// Working memory for a format whose indices are packed a byte each
+    /// (`byte_idx`) or two to a byte.
+    pub(crate) fn new(byte_idx: bool) -> Self {
         Segments {
             tags: vec![0; MAX_WORDS / 4 + SLACK].into_boxed_slice(),
             idx: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
+            byte_idx,
             low: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
             full: vec![0; MAX_WORDS + SLACK].into_boxed_slice(),
             n_idx: 0,
@@ -97,14 +125,25 @@ impl Segments {
     /// Smallest possible output once `done` of `words` words are modelled:
     /// used for the early exit on blocks that will not compress.
     #[inline(always)]
-    pub(crate) fn lower_bound(words: usize, n_idx: usize, n_low: usize, n_full: usize) -> usize {
-        1 + words.div_ceil(4) + n_idx / 2 + n_low * 4 / 3 + n_full * 4
+    pub(crate) fn lower_bound(&self, words: usize, n_idx: usize, n_low: usize, n_full: usize) -> usize {
+        let idx = if self.byte_idx { n_idx } else { n_idx / 2 };
+        1 + words.div_ceil(4) + idx + n_low * 4 / 3 + n_full * 4
+    }
+
+    /// Bytes of `n_idx` packed indices.
+    #[inline(always)]
+    fn idx_bytes(&self, n_idx: usize) -> usize {
+        if self.byte_idx {
+            n_idx
+        } else {
+            n_idx.div_ceil(2)
+        }
     }
 
     /// Packs the segments of a `words`-word block into `out`.
     pub(crate) fn pack(&mut self, words: usize, out: &mut [u8]) -> Result<usize, CompressError> {
         let tag_bytes = words.div_ceil(4);
-        let idx_bytes = self.n_idx.div_ceil(2);
+        let idx_bytes = self.idx_bytes(self.n_idx);
         let low_words = self.n_low.div_ceil(3);
         let total = 1 + tag_bytes + idx_bytes + 4 * low_words + 4 * self.n_full;
         if total > out.len() {
@@ -115,14 +154,18 @@ impl Segments {
         tags_out.copy_from_slice(&self.tags[..tag_bytes]);
         let (idx_out, rest) = rest.split_at_mut(idx_bytes);
         self.idx[self.n_idx] = 0;
-        let done = if avx2::available() {
-            // SAFETY: AVX2 is present; idx holds 2 * idx_bytes entries.
-            unsafe { avx2::pack_nibbles(&self.idx, idx_out) }
+        if self.byte_idx {
+            idx_out.copy_from_slice(&self.idx[..idx_bytes]);
         } else {
-            0
-        };
-        for (o, pair) in idx_out[done..].iter_mut().zip(self.idx[2 * done..].chunks_exact(2)) {
-            *o = pair[0] | pair[1] << 4;
+            let done = if avx2::available() {
+                // SAFETY: AVX2 is present; idx holds 2 * idx_bytes entries.
+                unsafe { avx2::pack_nibbles(&self.idx, idx_out) }
+            } else {
+                0
+            };
+            for (o, pair) in idx_out[done..].iter_mut().zip(self.idx[2 * done..].chunks_exact(2)) {
+                *o = pair[0] | pair[1] << 4;
+            }
         }
         let (low_out, full_out) = rest.split_at_mut(4 * low_words);
         self.low[self.n_low] = 0;
@@ -155,7 +198,7 @@ impl Segments {
         self.n_idx = (n_exact + n_partial) as usize;
         self.n_low = n_partial as usize;
         self.n_full = n_miss as usize;
-        let idx_bytes = self.n_idx.div_ceil(2);
+        let idx_bytes = self.idx_bytes(self.n_idx);
         let low_words = self.n_low.div_ceil(3);
         let total = 1 + tag_bytes + idx_bytes + 4 * low_words + 4 * self.n_full;
         if input.len() < total {
@@ -166,18 +209,22 @@ impl Segments {
         }
         let rest = &input[1 + tag_bytes..];
         let (idx_in, rest) = rest.split_at(idx_bytes);
-        let done = if avx2::available() {
-            // SAFETY: AVX2 is present; idx has room for 2 * idx_bytes entries.
-            unsafe { avx2::unpack_nibbles(idx_in, &mut self.idx) }
+        if self.byte_idx {
+            self.idx[..idx_bytes].copy_from_slice(idx_in);
         } else {
-            0
-        };
-        for (pair, &b) in self.idx[2 * done..].chunks_exact_mut(2).zip(&idx_in[done..]) {
-            pair[0] = b & 15;
-            pair[1] = b >> 4;
-        }
-        if self.n_idx % 2 == 1 && self.idx[self.n_idx] != 0 {
-            return Err(DecodeError::Corrupt("index padding is not zero"));
+            let done = if avx2::available() {
+                // SAFETY: AVX2 is present; idx has room for 2 * idx_bytes entries.
+                unsafe { avx2::unpack_nibbles(idx_in, &mut self.idx) }
+            } else {
+                0
+            };
+            for (pair, &b) in self.idx[2 * done..].chunks_exact_mut(2).zip(&idx_in[done..]) {
+                pair[0] = b & 15;
+                pair[1] = b >> 4;
+            }
+            if self.n_idx % 2 == 1 && self.idx[self.n_idx] != 0 {
+                return Err(DecodeError::Corrupt("index padding is not zero"));
+            }
         }
         self.idx[self.n_idx] = 0;
         let (low_in, full_in) = rest.split_at(4 * low_words);

@@ -23,7 +23,9 @@ impl Default for Wk4x4 {
 impl Wk4x4 {
     /// Makes a WK4x4 codec with working memory for the largest block.
     pub fn new() -> Self {
-        Wk4x4 { seg: Segments::new() }
+        Wk4x4 {
+            seg: Segments::new(false),
+        }
     }
 }
 
@@ -84,7 +86,7 @@ impl Codec for Wk4x4 {
             if i & 31 == 31 {
                 seg.tags[i / 32 * 8..i / 32 * 8 + 8].copy_from_slice(&tag_acc.to_le_bytes());
                 tag_acc = 0;
-                if Segments::lower_bound(words, ni, nl, nf) > budget {
+                if seg.lower_bound(words, ni, nl, nf) > budget {
                     return Err(CompressError::DoesNotFit { budget });
                 }
             }

@@ -14,7 +14,7 @@
 use super::{HEADER, MIN_MATCH};
 use std::hint::select_unpredictable;
 
-use crate::{wk::WkDm, Codec, DecodeError};
+use crate::{wk::WkDm256, Codec, DecodeError};
 
 /// The sequence stream, read by a cursor.
 struct Seq<'a> {
@@ -44,9 +44,14 @@ impl Seq<'_> {
 }
 
 /// Decodes `input` into `block` (a valid block length), decoding the word
-/// tokens with `wk` into `words` (room for a block's words and [`SLACK`]
-/// bytes more).
-pub(crate) fn decompress(input: &[u8], block: &mut [u8], words: &mut [u8], wk: &mut WkDm) -> Result<(), DecodeError> {
+/// tokens with `wk` (or, without it, copying them as they are) into `words`
+/// (room for a block's words and [`SLACK`] bytes more).
+pub(crate) fn decompress(
+    input: &[u8],
+    block: &mut [u8],
+    words: &mut [u8],
+    wk: Option<&mut WkDm256>,
+) -> Result<(), DecodeError> {
     let n = block.len() / 4;
     if input.len() < HEADER {
         return Err(DecodeError::Truncated);
@@ -60,7 +65,12 @@ pub(crate) fn decompress(input: &[u8], block: &mut [u8], words: &mut [u8], wk: &
         return Err(DecodeError::Corrupt("more word tokens than the block has words"));
     }
     let wk_in = &input[HEADER + seq_len..];
-    if tokens > 0 {
+    if let (None, true) = (&wk, tokens > 0) {
+        if wk_in.len() != 4 * tokens {
+            return Err(DecodeError::Corrupt("word tokens' bytes differ from their count"));
+        }
+        words[..4 * tokens].copy_from_slice(wk_in);
+    } else if let (Some(wk), true) = (wk, tokens > 0) {
         wk.decompress(wk_in, &mut words[..4 * tokens])?;
     } else if !wk_in.is_empty() {
         return Err(DecodeError::TrailingBytes(wk_in.len()));

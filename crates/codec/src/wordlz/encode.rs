@@ -14,7 +14,7 @@
 //! bounds checks.
 
 use super::{HEADER, MIN_MATCH};
-use crate::{wk::WkDm, Codec, CompressError, MAX_BLOCK};
+use crate::{wk::WkDm256, Codec, CompressError, MAX_BLOCK};
 
 /// Most match-table entries (a power of two): 8 KiB of `u16`.
 const TABLE_BITS: u32 = 12;
@@ -164,13 +164,14 @@ impl Encoder {
     }
 
     /// Compresses `b` into `out`, gathering the word tokens in `words`
-    /// (room for a block's words and [`TOKEN_COPY`] bytes more) for `wk` to code.
+    /// (room for a block's words and [`TOKEN_COPY`] bytes more) for `wk` to
+    /// code (or, without `wk`, to store as they are).
     pub(crate) fn compress(
         &mut self,
         b: &[u8],
         out: &mut [u8],
         words: &mut [u8],
-        wk: &mut WkDm,
+        wk: Option<&mut WkDm256>,
     ) -> Result<usize, CompressError> {
         let n = b.len() / 4;
         let budget = out.len();
@@ -241,7 +242,16 @@ impl Encoder {
         if count == 0 {
             return Ok(at);
         }
-        let packed = wk.compress(&words[..4 * count], &mut out[at..]);
+        let tokens = &words[..4 * count];
+        let Some(wk) = wk else {
+            // Measuring the LZ part alone: the word tokens as they are.
+            let end = at + tokens.len();
+            out.get_mut(at..end)
+                .ok_or(CompressError::DoesNotFit { budget })?
+                .copy_from_slice(tokens);
+            return Ok(end);
+        };
+        let packed = wk.compress(tokens, &mut out[at..]);
         Ok(at + packed.map_err(|_| CompressError::DoesNotFit { budget })?)
     }
 }

@@ -2,7 +2,7 @@
 //! encoder the corpus-wide round trips may not reach.
 
 use super::WordLz;
-use crate::{wk::WkDm, Codec, DecodeError};
+use crate::{wk::WkDm256, Codec, DecodeError};
 
 fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_le_bytes()).collect()
@@ -47,7 +47,7 @@ fn words_without_a_match_are_a_wkdm_block_behind_one_sequence() {
     let mut out = [0u8; 64];
     let n = WordLz::new().compress(&block, &mut out).unwrap();
     let mut wk = [0u8; 64];
-    let m = WkDm::new().compress(&block, &mut wk).unwrap();
+    let m = WkDm256::new().compress(&block, &mut wk).unwrap();
     // Header: a sequence byte, four word tokens; then the sequence.
     assert_eq!(&out[..5], &[1, 0, 4, 0, 0x80]);
     assert_eq!(&out[5..n], &wk[..m]);
@@ -161,5 +161,56 @@ fn bad_offsets_are_named_on_the_decoders_fast_path_too() {
             Err(DecodeError::Corrupt("match offset reaches before the block")),
             "an offset {what}"
         );
+    }
+}
+
+#[test]
+fn the_lz_only_variant_has_the_same_sequences_and_the_word_tokens_as_they_are() {
+    let mut next = rng(0x5EED);
+    // Records of four words (a pointer, a counter, two random words),
+    // every fifth one a repeat of an earlier record.
+    let mut ws: Vec<u32> = Vec::new();
+    for r in 0..256u32 {
+        if r % 5 == 4 {
+            let from = 4 * (next() as usize % (ws.len() / 4));
+            ws.extend_from_within(from..from + 4);
+        } else {
+            ws.extend([0x7F00_1000 + 64 * r, r, next() as u32, next() as u32]);
+        }
+    }
+    let block = words(&ws);
+    let (mut full, mut lz) = (vec![0u8; 8192], vec![0u8; 8192]);
+    let n = WordLz::new().compress(&block, &mut full).unwrap();
+    let mut only = WordLz::lz_only();
+    let m = only.compress(&block, &mut lz).unwrap();
+    // Same header and sequences; then the tokens, 4 bytes each.
+    let seq_end = 4 + usize::from(u16::from_le_bytes([full[0], full[1]]));
+    let tokens = usize::from(u16::from_le_bytes([full[2], full[3]]));
+    assert_eq!(full[..seq_end], lz[..seq_end]);
+    assert_eq!(m, seq_end + 4 * tokens);
+    assert!(n < m, "WKdm codes the word tokens in less than 4 bytes each");
+    let mut back = vec![0u8; block.len()];
+    only.decompress(&lz[..m], &mut back).unwrap();
+    assert_eq!(back, block);
+    // The token bytes must be exactly the count in the header.
+    for bad in [m - 1, m + 1] {
+        assert!(matches!(
+            only.decompress(&lz[..bad], &mut back),
+            Err(DecodeError::Corrupt(_))
+        ));
+    }
+    // The two formats are not each other's.
+    assert!(WordLz::new().decompress(&lz[..m], &mut back).is_err());
+}
+
+#[test]
+fn the_lz_only_variant_round_trips_every_corpus_page() {
+    let files = ccvm_corpus::load_dir(ccvm_corpus::default_dir()).unwrap();
+    let mut c = WordLz::lz_only();
+    let (mut out, mut back) = (vec![0u8; 8192], vec![0u8; 4096]);
+    for page in files.iter().flat_map(|f| f.pages()) {
+        let n = c.compress(page, &mut out).unwrap();
+        c.decompress(&out[..n], &mut back).unwrap();
+        assert_eq!(back, page);
     }
 }
