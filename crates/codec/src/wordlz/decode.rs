@@ -65,15 +65,12 @@ pub(crate) fn decompress(
         return Err(DecodeError::Corrupt("more word tokens than the block has words"));
     }
     let wk_in = &input[HEADER + seq_len..];
-    if let (None, true) = (&wk, tokens > 0) {
-        if wk_in.len() != 4 * tokens {
-            return Err(DecodeError::Corrupt("word tokens' bytes differ from their count"));
-        }
-        words[..4 * tokens].copy_from_slice(wk_in);
-    } else if let (Some(wk), true) = (wk, tokens > 0) {
-        wk.decompress(wk_in, &mut words[..4 * tokens])?;
-    } else if !wk_in.is_empty() {
-        return Err(DecodeError::TrailingBytes(wk_in.len()));
+    match (wk, tokens) {
+        (_, 0) if !wk_in.is_empty() => return Err(DecodeError::TrailingBytes(wk_in.len())),
+        (_, 0) => {}
+        (Some(wk), _) => wk.decompress(wk_in, &mut words[..4 * tokens])?,
+        (None, _) if wk_in.len() == 4 * tokens => words[..4 * tokens].copy_from_slice(wk_in),
+        (None, _) => return Err(DecodeError::Corrupt("word tokens' bytes differ from their count")),
     }
     let mut seq = Seq { s: seq, at: 0 };
     let mut rep = 1;
