@@ -18,16 +18,12 @@ mod common;
 
 fn main() {
     let (_, files, mut args) = common::corpus_and_names();
-    let budget = match args.iter().position(|a| a == "--budget") {
-        Some(k) if k + 1 < args.len() => {
-            let v = args.drain(k..k + 2).nth(1).expect("a value");
-            v.parse::<usize>()
-                .ok()
-                .filter(|&b| (1..=PAGE_SIZE).contains(&b))
-                .unwrap_or_else(|| panic!("--budget {v}: give a byte count from 1 to {PAGE_SIZE}"))
-        }
-        _ => PAGE_SIZE,
-    };
+    let budget = common::take_value(&mut args, "--budget").map_or(PAGE_SIZE, |v| {
+        v.parse::<usize>()
+            .ok()
+            .filter(|&b| (1..=PAGE_SIZE).contains(&b))
+            .unwrap_or_else(|| panic!("--budget {v}: give a byte count from 1 to {PAGE_SIZE}"))
+    });
     let pages: Vec<&[u8]> = files.iter().flat_map(|f| f.pages()).collect();
     let mut codecs = common::codecs(&args);
     let (mut out, mut back) = (vec![0u8; budget], vec![0u8; PAGE_SIZE]);

@@ -12,12 +12,18 @@ use ccvm_codec::{by_name, Codec};
 /// If the corpus does not load (an example's way of saying so).
 pub fn corpus_and_names() -> (std::path::PathBuf, Vec<ccvm_corpus::PageFile>, Vec<String>) {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let dir = match args.iter().position(|a| a == "--corpus") {
-        Some(k) if k + 1 < args.len() => std::path::PathBuf::from(args.drain(k..k + 2).nth(1).expect("a folder")),
-        _ => ccvm_corpus::default_dir(),
-    };
+    let dir = take_value(&mut args, "--corpus").map_or_else(ccvm_corpus::default_dir, std::path::PathBuf::from);
     let files = ccvm_corpus::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     (dir, files, args)
+}
+
+/// The value after `flag` in `args`, taking both out of `args`; `None`
+/// if the flag is absent or last.
+pub fn take_value(args: &mut Vec<String>, flag: &str) -> Option<String> {
+    match args.iter().position(|a| a == flag) {
+        Some(k) if k + 1 < args.len() => args.drain(k..k + 2).nth(1),
+        _ => None,
+    }
 }
 
 /// The codecs called `names`: those of the registry, and

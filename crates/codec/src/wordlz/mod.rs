@@ -110,10 +110,9 @@ pub struct WordLz {
     /// The word tokens: gathered when compressing, decoded when
     /// decompressing (with slack for the decoder's chunked copies).
     words: Box<[u8]>,
-    /// Codes the word tokens, both ways.
-    wk: WkDm256,
-    /// Whether the word tokens are coded (else stored as they are).
-    code_tokens: bool,
+    /// Codes the word tokens, both ways (none: they are stored as they
+    /// are, in the [`WordLz::lz_only`] variant).
+    wk: Option<WkDm256>,
 }
 
 impl Default for WordLz {
@@ -128,8 +127,7 @@ impl WordLz {
         WordLz {
             enc: encode::Encoder::new(),
             words: vec![0; 4 * MAX_TOKENS + decode::SLACK].into_boxed_slice(),
-            wk: WkDm256::new(),
-            code_tokens: true,
+            wk: Some(WkDm256::new()),
         }
     }
 
@@ -153,7 +151,7 @@ impl WordLz {
     /// ```
     pub fn lz_only() -> Self {
         WordLz {
-            code_tokens: false,
+            wk: None,
             ..Self::new()
         }
     }
@@ -161,7 +159,7 @@ impl WordLz {
 
 impl Codec for WordLz {
     fn name(&self) -> &'static str {
-        if self.code_tokens {
+        if self.wk.is_some() {
             "wordlz"
         } else {
             "wordlz-lz-only"
@@ -172,15 +170,13 @@ impl Codec for WordLz {
         if !valid_block_len(block.len()) {
             return Err(CompressError::BlockSize(block.len()));
         }
-        let wk = self.code_tokens.then_some(&mut self.wk);
-        self.enc.compress(block, out, &mut self.words, wk)
+        self.enc.compress(block, out, &mut self.words, self.wk.as_mut())
     }
 
     fn decompress(&mut self, input: &[u8], block: &mut [u8]) -> Result<(), DecodeError> {
         if !valid_block_len(block.len()) {
             return Err(DecodeError::BlockSize(block.len()));
         }
-        let wk = self.code_tokens.then_some(&mut self.wk);
-        decode::decompress(input, block, &mut self.words, wk)
+        decode::decompress(input, block, &mut self.words, self.wk.as_mut())
     }
 }
