@@ -45,27 +45,27 @@ struct Summary<'a> {
 }
 
 /// Writes the embedded library to a file named by its contents (once per
-/// build) and returns the path.
+/// build) and returns the path. The file lives in `$TMPDIR/ccvm-<uid>`, a
+/// folder that must be this user's alone (mode 0700, checked on the open
+/// folder, not by name), and a cached copy is used only if it holds exactly
+/// these bytes: anything another user could have placed is refused or
+/// replaced, never loaded. Programs that the paged program execs later load
+/// the same file, so it stays in place.
 fn preload_path() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("CCVM_PRELOAD") {
         return Ok(PathBuf::from(p));
     }
+    // SAFETY: geteuid cannot fail.
+    let dir = std::env::temp_dir().join(format!("ccvm-{}", unsafe { libc::geteuid() }));
+    ccvm_output::private_dir(&dir)?;
+    // The name tells builds apart; the contents are what is checked.
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     PRELOAD.hash(&mut h);
-    // SAFETY: getuid cannot fail.
-    let dir = std::env::temp_dir().join(format!("ccvm-{}", unsafe { libc::getuid() }));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("libccvm_preload-{:016x}.so", h.finish()));
-    if std::fs::metadata(&path)
-        .map(|m| m.len() as usize == PRELOAD.len())
-        .unwrap_or(false)
-    {
-        return Ok(path);
+    if !ccvm_output::holds(&path, PRELOAD) {
+        ccvm_output::write(&path, PRELOAD)?;
     }
-    let tmp = dir.join(format!(".preload-{}", std::process::id()));
-    std::fs::write(&tmp, PRELOAD).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
 
@@ -161,6 +161,8 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     if let Some(why) = cannot_preload(&path, 0)? {
         bail!("{why}");
     }
+    // A report that cannot be written is refused before the program runs.
+    let report_out = opts.report.as_ref().map(ccvm_output::OutputFile::create).transpose()?;
     let unpaged_wall = if opts.compare {
         Some(run_program(&opts.command, &[], true)?.0)
     } else {
@@ -200,9 +202,10 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
         exit,
         processes: &processes,
     };
-    if let Some(file) = &opts.report {
-        std::fs::write(file, serde_json::to_vec_pretty(&summary)?)
-            .with_context(|| format!("writing {}", file.display()))?;
+    if let Some(mut out) = report_out {
+        out.write_all(&serde_json::to_vec_pretty(&summary)?)
+            .with_context(|| format!("writing {}", out.target().display()))?;
+        out.commit()?;
     }
     let mut err = std::io::stderr().lock();
     match opts.format {
@@ -306,6 +309,7 @@ pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path
     if let Some(why) = cannot_preload(&resolve(program)?, 0)? {
         bail!("{why}");
     }
+    let output = ccvm_output::OutputFile::create(out)?;
     let (plain, code, exit) = run_program(command, &[], true)?;
     if code != 0 {
         bail!("{program} fails unpaged ({exit}); trace a program that succeeds");
@@ -360,7 +364,7 @@ pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path
     let Some((references, path)) = best else {
         bail!("{program} left no trace: it ended without exit (a signal, or _exit)");
     };
-    std::fs::rename(&path, out).with_context(|| format!("writing {}", out.display()))?;
+    output.commit_from(&path)?;
     let bytes = std::fs::metadata(out)?.len();
     println!(
         "traced {} with a {window}-page window in {:.2} s (unpaged {:.3} s): {references} references -> {} ({} KiB){}",

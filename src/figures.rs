@@ -138,10 +138,15 @@ pub(crate) fn save(dir: &Path, stem: &str, f: &Figure) -> anyhow::Result<()> {
     if !loaded {
         return Err(anyhow!("the bundled font does not load"));
     }
-    let svg = dir.join(format!("{stem}.svg"));
-    render(SVGBackend::new(&svg, (900, 560)).into_drawing_area(), f)?;
-    let png = dir.join(format!("{stem}.png"));
-    render(BitMapBackend::new(&png, (900, 560)).into_drawing_area(), f)?;
+    let svg = ccvm_output::OutputFile::create(dir.join(format!("{stem}.svg")))?;
+    render(SVGBackend::new(svg.staging_path(), (900, 560)).into_drawing_area(), f)?;
+    let png = ccvm_output::OutputFile::create(dir.join(format!("{stem}.png")))?;
+    render(
+        BitMapBackend::new(png.staging_path(), (900, 560)).into_drawing_area(),
+        f,
+    )?;
+    svg.commit()?;
+    png.commit()?;
     Ok(())
 }
 

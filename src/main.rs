@@ -385,9 +385,9 @@ struct CacheArgs {
     /// Bytes a cycle on the memory link (003 Table 6.4: 10).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     link_bytes_per_cycle: u64,
-    /// Also write every row as a JSON line to this file.
+    /// Print every row as a JSON line on standard output instead of the table.
     #[arg(long)]
-    json: Option<PathBuf>,
+    json: bool,
     /// Draw each trace's speed-up and miss figures (SVG and PNG) in this folder.
     #[arg(long)]
     figures: Option<PathBuf>,

@@ -106,17 +106,17 @@ pub fn map(path: &Path, o: &MapOptions, format: Format) -> anyhow::Result<()> {
     }
     let packed = Packed::open(path, o.read).map_err(|e| in_file(path, e))?;
     let codec = packed.codec().to_string();
+    // Refused before any page is read; written whole or not at all.
+    let output = match &o.output {
+        Some(out) if out == Path::new("-") => Some(ccvm_output::OutputFile::create("/dev/stdout")?),
+        Some(out) => Some(ccvm_output::OutputFile::create(out)?),
+        None => None,
+    };
     let mapping = Mapping::with_readahead(packed, o.readahead)?;
-    if let Some(out) = &o.output {
-        let bytes = mapping.as_slice();
-        if out == Path::new("-") {
-            std::io::stdout()
-                .lock()
-                .write_all(bytes)
-                .context("writing to standard output")?;
-        } else {
-            std::fs::write(out, bytes).with_context(|| format!("writing {}", out.display()))?;
-        }
+    if let Some(mut out) = output {
+        out.write_all(mapping.as_slice())
+            .with_context(|| format!("writing {}", out.target().display()))?;
+        out.commit()?;
         return Ok(());
     }
     let pages = mapping.as_slice().len().div_ceil(PAGE_SIZE);

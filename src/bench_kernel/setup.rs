@@ -195,34 +195,34 @@ impl Drop for Zram {
 
 /// zswap in front of a swap file; both undone on drop.
 pub struct Zswap {
-    file: PathBuf,
+    /// The swap file: mode 0600 from its creation, under an unguessable
+    /// name, removed when this value drops (after `swapoff`).
+    file: tempfile::NamedTempFile,
     was: Vec<(&'static str, String)>,
 }
 
 impl Zswap {
     /// Makes a swap file of `bytes` in `dir` and turns zswap on with `compressor`.
     pub fn new(dir: &Path, bytes: u64, compressor: &str) -> anyhow::Result<Zswap> {
-        let file = dir.join(format!("ccvm-bench-swap-{}", std::process::id()));
+        let file = ccvm_output::private_file(dir, "ccvm-bench-swap-")?;
         let mut was = Vec::new();
         for p in ["enabled", "compressor"] {
             was.push((p, read(Path::new(ZSWAP).join(p))?));
         }
         let z = Zswap { file, was };
         {
-            let f = std::fs::File::create(&z.file).with_context(|| format!("making {}", z.file.display()))?;
+            let f = z.file.as_file();
             // Swap files must have no holes: write them out.
             let chunk = vec![0u8; 1 << 20];
             let mut left = bytes;
             while left > 0 {
                 let n = left.min(chunk.len() as u64) as usize;
-                std::io::Write::write_all(&mut &f, &chunk[..n])?;
+                std::io::Write::write_all(&mut &*f, &chunk[..n])?;
                 left -= n as u64;
             }
             f.sync_all()?;
         }
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&z.file, std::fs::Permissions::from_mode(0o600))?;
-        let path = z.file.to_string_lossy().into_owned();
+        let path = z.file.path().to_string_lossy().into_owned();
         run("mkswap", &[&path])?;
         run("swapon", &[&path])?;
         write(Path::new(ZSWAP).join("compressor"), compressor)?;
@@ -244,8 +244,7 @@ impl Zswap {
 
 impl Drop for Zswap {
     fn drop(&mut self) {
-        let _ = run("swapoff", &[&self.file.to_string_lossy()]);
-        let _ = std::fs::remove_file(&self.file);
+        let _ = run("swapoff", &[&self.file.path().to_string_lossy()]);
         for (p, v) in &self.was {
             let v = v
                 .split_whitespace()

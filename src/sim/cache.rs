@@ -14,10 +14,11 @@ use rayon::prelude::*;
 
 /// Records a line trace of `program args` (Valgrind's Lackey) to `out`.
 pub fn record(program: &OsString, args: &[OsString], out: &Path, limit: Option<u64>) -> anyhow::Result<()> {
-    let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let file = ccvm_output::OutputFile::create(out)?;
     let started = std::time::Instant::now();
-    let (_, r) = ccvm_cachesim::record::record(program, args, std::io::BufWriter::new(file), limit)
+    let (file, r) = ccvm_cachesim::record::record(program, args, std::io::BufWriter::new(file), limit)
         .with_context(|| format!("tracing {}", program.to_string_lossy()))?;
+    file.into_inner().map_err(|e| e.into_error())?.commit()?;
     let bytes = std::fs::metadata(out)?.len();
     eprintln!(
         "{}: {} references, {} instructions, {} line contents{}{} in {:.1} s; {:.2} bytes a reference",
@@ -78,8 +79,8 @@ pub struct CacheSweep {
     pub link: bool,
     /// Latencies and the link's rate.
     pub timing: Timing,
-    /// Write rows as JSON lines too.
-    pub json: Option<PathBuf>,
+    /// Print each row as a JSON line on standard output instead of the table.
+    pub json: bool,
     /// Draw each trace's figures (speed-up and misses against L2 size) here.
     pub figures: Option<PathBuf>,
 }
@@ -109,18 +110,29 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
     for c in &a.codecs {
         ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
     }
-    let mut json = match &a.json {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => None,
-    };
-    println!(
-        "{:<14} {:>6} {:<9} {:<6} {:>5} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9} {:>9}",
-        "trace", "L2", "org", "codec", "link", "MPKI", "IPC", "speedup", "lines/f", "compr%", "MB read", "MB written"
-    );
+    // Figures are refused before any work when their folder cannot be used.
+    let figures_dir = a.figures.as_ref().map(ccvm_output::OutputDir::create).transpose()?;
+    let mut out = std::io::stdout().lock();
+    if !a.json {
+        writeln!(
+            out,
+            "{:<14} {:>6} {:<9} {:<6} {:>5} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9} {:>9}",
+            "trace",
+            "L2",
+            "org",
+            "codec",
+            "link",
+            "MPKI",
+            "IPC",
+            "speedup",
+            "lines/f",
+            "compr%",
+            "MB read",
+            "MB written"
+        )?;
+    }
     let mut all: Vec<Row> = Vec::new();
-    for path in &a.traces {
+    for (path, name) in a.traces.iter().zip(ccvm_sim::plan::trace_names(&a.traces)) {
         let loading = std::time::Instant::now();
         let trace = LineTrace::open(path)?;
         eprintln!(
@@ -131,10 +143,6 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
             trace.images().len(),
             loading.elapsed().as_secs_f64()
         );
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
         for codec_name in &a.codecs {
             let mut codec = ccvm_codec::by_name(codec_name).map_err(anyhow::Error::msg)?;
             let sizes = trace.sizes(codec.as_mut());
@@ -211,7 +219,25 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
                     .find(|b| b.l2 == r.l2 && b.org == "plain" && !b.link)
                     .expect("every size has its plain run");
                 let speedup = r.run.ipc() / base.run.ipc();
-                println!(
+                if a.json {
+                    writeln!(
+                        out,
+                        "{}",
+                        serde_json::json!({
+                            "trace": r.trace, "l2": r.l2, "org": r.org, "codec": r.codec, "link": r.link,
+                            "references": r.run.references, "instructions": r.run.instructions, "cycles": r.run.cycles,
+                            "l1_misses": r.run.l1.misses, "l2_misses": r.run.l2.misses, "l2_hits": r.run.l2.hits,
+                            "compressed_hits": r.run.l2.compressed_hits, "lru_hits": r.run.l2.lru_hits,
+                            "bytes_read": r.run.bytes_read, "bytes_written": r.run.bytes_written,
+                            "writebacks": r.run.writebacks, "unknown": r.run.unknown,
+                            "lines_per_frame": r.run.lines_per_frame, "compressed_share": r.run.compressed_share,
+                            "periods": r.run.periods, "speedup": speedup,
+                        })
+                    )?;
+                    continue;
+                }
+                writeln!(
+                    out,
                     "{:<14} {:>6} {:<9} {:<6} {:>5} {:>8.3} {:>6.3} {:>7.1}% {:>7.2} {:>6.1}% {:>9.1} {:>9.1}",
                     truncate(&r.trace, 14),
                     size_label(r.l2),
@@ -225,31 +251,15 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
                     r.run.compressed_share * 100.0,
                     r.run.bytes_read as f64 / 1e6,
                     r.run.bytes_written as f64 / 1e6,
-                );
-                if let Some(j) = json.as_mut() {
-                    writeln!(
-                        j,
-                        "{}",
-                        serde_json::json!({
-                            "trace": r.trace, "l2": r.l2, "org": r.org, "codec": r.codec, "link": r.link,
-                            "references": r.run.references, "instructions": r.run.instructions, "cycles": r.run.cycles,
-                            "l1_misses": r.run.l1.misses, "l2_misses": r.run.l2.misses, "l2_hits": r.run.l2.hits,
-                            "compressed_hits": r.run.l2.compressed_hits, "lru_hits": r.run.l2.lru_hits,
-                            "bytes_read": r.run.bytes_read, "bytes_written": r.run.bytes_written,
-                            "writebacks": r.run.writebacks, "unknown": r.run.unknown,
-                            "lines_per_frame": r.run.lines_per_frame, "compressed_share": r.run.compressed_share,
-                            "periods": r.run.periods, "speedup": speedup,
-                        })
-                    )?;
-                }
+                )?;
             }
             all.extend(rows);
         }
     }
-    if let Some(dir) = &a.figures {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        figures(dir, &all)?;
-        eprintln!("figures in {}", dir.display());
+    if let Some(dir) = figures_dir {
+        figures(dir.path(), &all)?;
+        eprintln!("figures in {}", dir.path().display());
+        dir.keep();
     }
     Ok(())
 }

@@ -46,15 +46,7 @@ pub fn chip(a: &ChipSweep) -> anyhow::Result<()> {
         .map(|p| LineTrace::open(p))
         .collect::<Result<Vec<_>, _>>()?;
     let sizes: Vec<Vec<u8>> = traces.iter().map(|t| t.sizes(codec.as_mut())).collect();
-    let names: Vec<String> = a
-        .traces
-        .iter()
-        .map(|p| {
-            p.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect();
+    let names = ccvm_sim::plan::trace_names(&a.traces);
     let l1 = Config {
         size: a.l1.0 as usize,
         ways: a.l1.1,

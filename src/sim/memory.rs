@@ -67,12 +67,8 @@ pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
         "{:<10} {:>7} {:<16} {:>8} {:>9} {:>8} {:>10} {:>7} {:>9}",
         "trace", "memory", "scheme", "chipset", "disk rd", "CDC hits", "real pages", "IPC", "vs base"
     );
-    for path in &a.traces {
+    for (path, name) in a.traces.iter().zip(ccvm_sim::plan::trace_names(&a.traces)) {
         let trace = LineTrace::open(path)?;
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
         // The pages as they ended, for the footprint and the codec's costs.
         let mut last: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
         let mut pages = std::collections::HashSet::new();

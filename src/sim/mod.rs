@@ -20,7 +20,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// `sweep.json`, `traces.csv` and the figures to `out` (codec costs are
 /// kept in `out/costs` for the next sweep).
 pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let out_dir = ccvm_output::OutputDir::create(out)?;
     let cache = out.join("costs");
     let mut loaded = Vec::new();
     for (path, name) in traces.iter().zip(plan::trace_names(traces)) {
@@ -90,6 +90,7 @@ pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result
     write_rows(out, &rows)?;
     write_traces(out, &loaded, plan)?;
     crate::figures::write(out, &rows)?;
+    out_dir.keep();
     println!(
         "wrote {} rows to {} and figures fig3/fig4/fig6_TRACE.{{svg,png}}",
         rows.len(),
@@ -100,23 +101,23 @@ pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result
 
 /// Writes `traces.csv`, a [`plan::TraceSummary`] per trace and codec.
 fn write_traces(out: &Path, loaded: &[Loaded], plan: &SweepPlan) -> anyhow::Result<()> {
-    let path = out.join("traces.csv");
-    let mut w = csv::Writer::from_path(&path).with_context(|| format!("writing {}", path.display()))?;
-    for s in plan.summaries(loaded) {
-        w.serialize(s)?;
-    }
-    w.flush()?;
-    Ok(())
+    write_csv(&out.join("traces.csv"), plan.summaries(loaded))
 }
 
 fn write_rows(out: &Path, rows: &[SweepRow]) -> anyhow::Result<()> {
-    let json = serde_json::to_string_pretty(rows)?;
-    std::fs::write(out.join("sweep.json"), json)?;
-    let path = out.join("sweep.csv");
-    let mut w = csv::Writer::from_path(&path).with_context(|| format!("writing {}", path.display()))?;
+    ccvm_output::write(out.join("sweep.json"), serde_json::to_string_pretty(rows)?.as_bytes())?;
+    write_csv(&out.join("sweep.csv"), rows)
+}
+
+/// Writes `rows` as CSV to `path`, whole or not at all.
+fn write_csv<T: serde::Serialize>(path: &Path, rows: impl IntoIterator<Item = T>) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(ccvm_output::OutputFile::create(path)?);
     for r in rows {
         w.serialize(r)?;
     }
-    w.flush()?;
+    w.into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", path.display()))?
+        .commit()?;
     Ok(())
 }

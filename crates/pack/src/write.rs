@@ -124,34 +124,46 @@ pub fn pack<W: Write + Seek>(
     Ok(summary)
 }
 
-/// Packs the file at `src` into `dst` with `codec`, through a temporary
-/// file beside `dst` renamed into place, so a failed pack leaves no
-/// half-written `dst`.
+/// Packs the file at `src` into `dst` with `codec`, through a new file
+/// beside `dst` renamed into place (see `ccvm_output`), so a failed pack
+/// leaves no half-written `dst`, two packs to one `dst` leave one of them
+/// whole, and a link at `dst` is refused. `src` and `dst` must be different
+/// files, and `src` a regular file.
 ///
 /// # Errors
 ///
-/// [`PackError::Io`] naming the file that could not be read or written.
+/// [`PackError::Io`] naming the file that could not be read or written, or
+/// why it cannot be packed.
 pub fn pack_file(src: &Path, dst: &Path, codec: &mut dyn Codec) -> Result<PackSummary, PackError> {
+    use std::os::unix::fs::MetadataExt;
     let input = File::open(src).map_err(|e| PackError::Io(format!("cannot open {}: {e}", src.display())))?;
-    let len = input
+    let meta = input
         .metadata()
-        .map_err(|e| PackError::Io(format!("cannot stat {}: {e}", src.display())))?
-        .len();
-    let tmp = dst.with_extension("ccz-partial");
-    let mut out = File::create(&tmp).map_err(|e| PackError::Io(format!("cannot create {}: {e}", tmp.display())))?;
-    let result = pack(std::io::BufReader::with_capacity(1 << 20, input), len, &mut out, codec)
-        .and_then(|s| {
-            out.sync_all()
-                .map(|_| s)
-                .map_err(|e| PackError::Io(format!("{}: {e}", tmp.display())))
-        })
-        .and_then(|s| {
-            std::fs::rename(&tmp, dst)
-                .map(|_| s)
-                .map_err(|e| PackError::Io(format!("{}: {e}", dst.display())))
-        });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        .map_err(|e| PackError::Io(format!("cannot stat {}: {e}", src.display())))?;
+    if !meta.is_file() {
+        return Err(PackError::Io(format!(
+            "{} is not a regular file: pack files, not devices, FIFOs or folders",
+            src.display()
+        )));
     }
-    result
+    if let Ok(d) = std::fs::metadata(dst) {
+        if (d.dev(), d.ino()) == (meta.dev(), meta.ino()) {
+            return Err(PackError::Io(format!(
+                "{} is the file being packed: write the packed file elsewhere",
+                dst.display()
+            )));
+        }
+    }
+    let len = meta.len();
+    if len == 0 && (&input).read(&mut [0u8]).map_or(true, |n| n > 0) {
+        return Err(PackError::Io(format!(
+            "{} says it is empty but has contents (a /proc or /sys file): copy it to a regular file first",
+            src.display()
+        )));
+    }
+    let io = |e: ccvm_output::OutputError| PackError::Io(e.to_string());
+    let mut out = ccvm_output::OutputFile::create(dst).map_err(io)?;
+    let summary = pack(std::io::BufReader::with_capacity(1 << 20, input), len, &mut out, codec)?;
+    out.commit().map_err(io)?;
+    Ok(summary)
 }

@@ -110,6 +110,20 @@ impl CodecCosts {
 
 const MAGIC: &[u8; 8] = b"CCVMCOST";
 
+/// The cache file's name for `codec`'s costs on the trace at `path`: the
+/// trace's name for people, and a hash of its full path, so that traces
+/// of one name in different folders never share costs.
+fn cache_name(path: &Path, codec: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let full = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    full.hash(&mut h);
+    let name = path
+        .file_name()
+        .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+    format!("{name}.{:016x}.{codec}.costs", h.finish())
+}
+
 /// Identifies the trace a cost file was measured on: its length and
 /// modification time.
 fn trace_id(path: &Path) -> std::io::Result<(u64, u64)> {
@@ -122,16 +136,25 @@ fn trace_id(path: &Path) -> std::io::Result<(u64, u64)> {
 }
 
 impl CodecCosts {
-    /// The costs of `codec` on the trace at `path`, from `cache_dir` if
-    /// measured before on this very file, else measured (see
-    /// [`CodecCosts::measure`]) and saved there, so a sweep never
-    /// compresses an image twice.
+    /// The costs of `codec` on the trace at `path`, which holds `images`
+    /// page images, from `cache_dir` if measured before on this very file,
+    /// else measured (see [`CodecCosts::measure`]) and saved there, so a
+    /// sweep never compresses an image twice. A cache file is untrusted: one
+    /// that was made for another file (the trace's full path, length and
+    /// modification time are its key), counts other than `images` images or
+    /// holds a size no page can have is measured anew, never believed.
     ///
     /// # Errors
     ///
     /// As [`CodecCosts::measure`], or an I/O error on the cache.
-    pub fn cached(path: &Path, codec: &str, runs: usize, cache_dir: &Path) -> Result<CodecCosts, SimError> {
-        Self::cached_with_progress(path, codec, runs, cache_dir, &mut || {})
+    pub fn cached(
+        path: &Path,
+        images: u32,
+        codec: &str,
+        runs: usize,
+        cache_dir: &Path,
+    ) -> Result<CodecCosts, SimError> {
+        Self::cached_with_progress(path, images, codec, runs, cache_dir, &mut || {})
     }
 
     /// As [`CodecCosts::cached`], calling `on_image` after each image it
@@ -142,25 +165,31 @@ impl CodecCosts {
     /// As [`CodecCosts::cached`].
     pub fn cached_with_progress(
         path: &Path,
+        images: u32,
         codec: &str,
         runs: usize,
         cache_dir: &Path,
         on_image: &mut dyn FnMut(),
     ) -> Result<CodecCosts, SimError> {
-        let io = |e: std::io::Error| SimError::Config(format!("cost cache in {}: {e}", cache_dir.display()));
-        let (len, mtime) = trace_id(path).map_err(io)?;
-        let stem = path
-            .file_name()
-            .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
-        let file = cache_dir.join(format!("{stem}.{codec}.costs"));
+        let io = |e: ccvm_output::OutputError| SimError::Config(format!("cost cache: {e}"));
+        let (len, mtime) = trace_id(path).map_err(|e| SimError::Config(format!("{}: {e}", path.display())))?;
+        let file = cache_dir.join(cache_name(path, codec));
         if let Ok(bytes) = std::fs::read(&file) {
-            if let Some(c) = Self::decode(&bytes, codec, len, mtime) {
+            if let Some(c) = Self::decode(&bytes, codec, len, mtime).filter(|c| c.size.len() == images as usize) {
                 return Ok(c);
             }
         }
         let costs = Self::measure_with_progress(path, codec, runs, on_image)?;
-        std::fs::create_dir_all(cache_dir).map_err(io)?;
-        std::fs::write(&file, costs.encode(len, mtime)).map_err(io)?;
+        if costs.size.len() != images as usize {
+            return Err(SimError::Config(format!(
+                "{}: changed while it was read ({} page images, then {})",
+                path.display(),
+                images,
+                costs.size.len()
+            )));
+        }
+        ccvm_output::OutputDir::create(cache_dir).map_err(io)?.keep();
+        ccvm_output::write(&file, &costs.encode(len, mtime)).map_err(io)?;
         Ok(costs)
     }
 
@@ -178,14 +207,28 @@ impl CodecCosts {
         b
     }
 
-    fn decode(b: &[u8], codec: &str, len: u64, mtime: u64) -> Option<CodecCosts> {
+    /// Reads a cost-cache file's bytes `b`, made for a trace of `len` bytes
+    /// modified at `mtime` (ns since the epoch). `None` for anything else:
+    /// another trace's file, a wrong count, a truncated body, a size no page
+    /// can have. The bytes are untrusted: what they cost to read is bounded
+    /// by their length.
+    ///
+    /// ```
+    /// use ccvm_sim::CodecCosts;
+    /// assert!(CodecCosts::decode(b"CCVMCOST", "lz4", 0, 0).is_none());
+    /// let mut crafted = b"CCVMCOST".to_vec();
+    /// crafted.extend([0u8; 16]);
+    /// crafted.extend(u64::MAX.to_le_bytes()); // a count no file holds
+    /// assert!(CodecCosts::decode(&crafted, "lz4", 0, 0).is_none());
+    /// ```
+    pub fn decode(b: &[u8], codec: &str, len: u64, mtime: u64) -> Option<CodecCosts> {
         let word = |i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
         if b.get(..8)? != MAGIC || word(8)? != len || word(16)? != mtime {
             return None;
         }
-        let n = word(24)? as usize;
+        let n = usize::try_from(word(24)?).ok()?;
         let body = b.get(32..)?;
-        if body.len() != n * 12 {
+        if Some(body.len()) != n.checked_mul(12) {
             return None;
         }
         let mut c = CodecCosts {
@@ -200,7 +243,7 @@ impl CodecCosts {
             c.compress_ns.push(v(1));
             c.decompress_ns.push(v(2));
         }
-        Some(c)
+        c.size.iter().all(|&s| (1..=PAGE_SIZE as u32).contains(&s)).then_some(c)
     }
 }
 

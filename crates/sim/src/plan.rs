@@ -145,30 +145,59 @@ pub struct TraceSummary {
     pub decompress_us: f64,
 }
 
-/// The names traces get in a sweep's rows: each file's stem, or its whole
-/// file name (dots made underscores) when two stems clash.
+/// The names traces get in a sweep's rows and figures: each file's stem;
+/// its whole file name (dots made underscores) when two stems clash; its
+/// folder's name and file name when two file names clash; and a number
+/// after that when one file is named twice. No two traces share a name.
 ///
 /// ```
 /// use std::path::PathBuf;
 /// let paths = [PathBuf::from("a/gcc.trace"), PathBuf::from("b/gcc.txt"), PathBuf::from("py.trace")];
 /// assert_eq!(ccvm_sim::plan::trace_names(&paths), ["gcc_trace", "gcc_txt", "py"]);
+/// let paths = [PathBuf::from("a/gcc.trace"), PathBuf::from("b/gcc.trace"), PathBuf::from("b/gcc.trace")];
+/// assert_eq!(ccvm_sim::plan::trace_names(&paths), ["a_gcc_trace", "b_gcc_trace", "b_gcc_trace_2"]);
 /// ```
 pub fn trace_names(paths: &[PathBuf]) -> Vec<String> {
     let stem = |p: &Path| {
         p.file_stem()
             .map_or("trace".into(), |s| s.to_string_lossy().into_owned())
     };
-    paths
-        .iter()
-        .map(|path| {
-            if paths.iter().filter(|p| stem(p) == stem(path)).count() > 1 {
-                path.file_name()
-                    .map_or("trace".into(), |s| s.to_string_lossy().replace('.', "_"))
+    let file = |p: &Path| {
+        p.file_name()
+            .map_or("trace".into(), |s| s.to_string_lossy().replace('.', "_"))
+    };
+    let unique = |names: &[String], i: usize| names.iter().filter(|n| **n == names[i]).count() == 1;
+    let mut names: Vec<String> = paths.iter().map(|p| stem(p)).collect();
+    let by_file: Vec<String> = paths.iter().map(|p| file(p)).collect();
+    let mut in_folder = Vec::with_capacity(paths.len());
+    for (i, p) in paths.iter().enumerate() {
+        // One file name in several folders: the folder's name joins it.
+        let folder = p
+            .parent()
+            .and_then(Path::file_name)
+            .map_or(String::new(), |f| format!("{}_", f.to_string_lossy()));
+        in_folder.push(format!("{folder}{}", by_file[i]));
+    }
+    let clashing: Vec<bool> = (0..names.len()).map(|i| !unique(&names, i)).collect();
+    for (i, clash) in clashing.into_iter().enumerate() {
+        if clash {
+            names[i] = if unique(&by_file, i) {
+                by_file[i].clone()
             } else {
-                stem(path)
-            }
-        })
-        .collect()
+                in_folder[i].clone()
+            };
+        }
+    }
+    // Whatever is still shared (one file named twice) is numbered.
+    let mut seen = std::collections::HashMap::new();
+    for name in &mut names {
+        let n = seen.entry(name.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            *name = format!("{name}_{n}");
+        }
+    }
+    names
 }
 
 impl SweepPlan {
@@ -250,9 +279,14 @@ impl SweepPlan {
                     codec,
                     images: trace.image_count,
                 });
-                let measured = CodecCosts::cached_with_progress(path, codec, self.runs, cost_cache, &mut || {
-                    progress(Progress::Timed)
-                });
+                let measured = CodecCosts::cached_with_progress(
+                    path,
+                    trace.image_count,
+                    codec,
+                    self.runs,
+                    cost_cache,
+                    &mut || progress(Progress::Timed),
+                );
                 costs.push(measured?);
             }
         }

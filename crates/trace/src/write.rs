@@ -1,7 +1,6 @@
 //! Writing traces.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
@@ -23,20 +22,23 @@ use crate::{Footer, Header, MAGIC, PAGE_SIZE, VERSION};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct TraceWriter {
-    out: zstd::stream::Encoder<'static, BufWriter<File>>,
+    out: zstd::stream::Encoder<'static, BufWriter<ccvm_output::OutputFile>>,
     seen: HashMap<u128, u64>,
     references: u64,
     scratch: Vec<u8>,
 }
 
 impl TraceWriter {
-    /// Creates (or truncates) `path` and writes the header.
+    /// Starts a trace for `path` and writes the header. Nothing replaces
+    /// `path` until [`finish`](Self::finish): a trace that is dropped
+    /// unfinished (a failed or interrupted run) leaves the previous file as
+    /// it was (see `ccvm_output`; a link at `path` is refused).
     ///
     /// # Errors
     ///
-    /// Any I/O error.
+    /// Any I/O error, or a target ccvm does not write to.
     pub fn create(path: &Path, header: &Header) -> io::Result<TraceWriter> {
-        let mut file = BufWriter::new(File::create(path)?);
+        let mut file = BufWriter::new(ccvm_output::OutputFile::create(path)?);
         let json = serde_json::to_vec(header).map_err(io::Error::other)?;
         file.write_all(MAGIC)?;
         file.write_all(&VERSION.to_le_bytes())?;
@@ -92,8 +94,8 @@ impl TraceWriter {
         self.record(b'I', &[page, id])
     }
 
-    /// Writes the end record with the workload's run time and closes the
-    /// file.
+    /// Writes the end record with the workload's run time, closes the
+    /// file and puts it in place.
     ///
     /// # Errors
     ///
@@ -105,11 +107,7 @@ impl TraceWriter {
             images: self.seen.len() as u64,
         };
         self.record(b'E', &[footer.run_time_ns, footer.references, footer.images])?;
-        self.out
-            .finish()?
-            .into_inner()
-            .map_err(|e| e.into_error())?
-            .sync_all()?;
+        self.out.finish()?.into_inner().map_err(|e| e.into_error())?.commit()?;
         Ok(footer)
     }
 }
