@@ -55,9 +55,142 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit '{other}' in '{s}'; use K, M or G")),
+        "t" | "tb" | "tib" => 1 << 40,
+        other => return Err(format!("unknown size unit '{other}' in '{s}'; use K, M, G or T")),
     };
-    Ok((value * scale as f64) as u64)
+    let bytes = value * scale as f64;
+    if bytes > MAX_BYTES as f64 {
+        return Err(format!("'{s}' is too large: sizes go up to 64T"));
+    }
+    Ok(bytes as u64)
+}
+
+/// The largest size any flag takes: 64 TiB, the part of a 47-bit user
+/// address space a region can hope to find free.
+pub const MAX_BYTES: u64 = 1 << 46;
+
+/// This machine's memory, bytes.
+pub fn machine_ram() -> u64 {
+    // SAFETY: sysconf only reads system constants.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    (pages.max(0) as u64).saturating_mul(page.max(0) as u64)
+}
+
+/// Memory free for a new allocation now (`MemAvailable`), bytes.
+pub fn available_ram() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or_else(machine_ram, |kib| kib << 10)
+}
+
+/// `bytes` in the largest binary unit that keeps one decimal, e.g. `23.4G`.
+pub fn human(bytes: u64) -> String {
+    let (value, unit) = match bytes {
+        b if b >= 1 << 40 => (b as f64 / (1u64 << 40) as f64, "T"),
+        b if b >= 1 << 30 => (b as f64 / (1u64 << 30) as f64, "G"),
+        b if b >= 1 << 20 => (b as f64 / (1u64 << 20) as f64, "M"),
+        b => (b as f64 / 1024.0, "K"),
+    };
+    format!("{value:.1}{unit}")
+}
+
+/// Refuses a paging budget (`--ram`) below the 64K a region needs or
+/// above this machine's memory.
+pub fn check_budget(flag: &str, bytes: u64) -> anyhow::Result<()> {
+    let least = ccvm_runtime::RuntimeConfig::MIN_RAM_BYTES;
+    if bytes < least {
+        anyhow::bail!(
+            "{flag} {} is below the least ccvm pages with; give at least {}",
+            human(bytes),
+            human(least)
+        );
+    }
+    check_ram(flag, bytes)
+}
+
+/// Refuses a memory budget (`--ram`, a filesystem's `--size`) above this
+/// machine's memory: what is budgeted there must fit in RAM.
+pub fn check_ram(flag: &str, bytes: u64) -> anyhow::Result<()> {
+    let ram = machine_ram();
+    if bytes > ram {
+        anyhow::bail!(
+            "{flag} {} is more than this machine's {} of memory",
+            human(bytes),
+            human(ram)
+        );
+    }
+    Ok(())
+}
+
+/// Refuses what a simulator would allocate in proportion to `bytes` (a
+/// simulated cache's size, pages of a store) beyond `share` of this
+/// machine's memory.
+pub fn check_simulated(flag: &str, bytes: u64, share: f64) -> anyhow::Result<()> {
+    let most = (machine_ram() as f64 * share) as u64;
+    if bytes > most {
+        anyhow::bail!(
+            "{flag} {}: simulating it would take more than this machine's memory allows (at most {} here)",
+            human(bytes),
+            human(most)
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a region size that is not a whole number of 4 KiB pages.
+pub fn check_pages(flag: &str, bytes: u64) -> anyhow::Result<()> {
+    if !bytes.is_multiple_of(4096) {
+        anyhow::bail!(
+            "{flag} {bytes} is not a whole number of 4096-byte pages; use e.g. {}",
+            human(bytes.div_ceil(4096) * 4096)
+        );
+    }
+    Ok(())
+}
+
+/// Refuses to start paging where userfaultfd cannot be had, before any
+/// other work is done (a plain reference run, reading a file).
+pub fn check_userfaultfd() -> anyhow::Result<()> {
+    ccvm_runtime::uffd::Uffd::open(false)?;
+    Ok(())
+}
+
+/// Parses a duration that is kept in 32 bits of nanoseconds (up to 4 s).
+pub fn duration_u32_ns(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.as_nanos() > u128::from(u32::MAX) {
+        return Err(format!("'{s}' is too long: at most 4s"));
+    }
+    Ok(d)
+}
+
+/// Parses an emulated disk latency: at most 10 s a read.
+pub fn disk_latency(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > Duration::from_secs(10) {
+        return Err(format!("'{s}' is too long for a disk read: at most 10s"));
+    }
+    Ok(d)
+}
+
+/// A codec's name, checked against the registry (see `ccvm codecs`).
+pub fn codec(s: &str) -> Result<String, String> {
+    ccvm_codec::by_name(s).map(|_| s.to_string())
+}
+
+/// A compression ratio: 1 or more (a page never grows in the cache).
+pub fn ratio(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if x.is_finite() && x >= 1.0 {
+        Ok(x)
+    } else {
+        Err(format!("must be a compression ratio of 1 or more, got {s}"))
+    }
 }
 
 /// Parses a duration such as `5ms` or `100us`.
@@ -108,6 +241,14 @@ mod tests {
         assert_eq!(parse_bytes("64M"), Ok(64 << 20));
         assert_eq!(parse_bytes("1.5K"), Ok(1536));
         assert!(parse_bytes("12Q").unwrap_err().contains("unknown size unit"));
+        assert!(parse_bytes("99999999999999G").unwrap_err().contains("too large"));
+        assert!(parse_bytes("-1M").is_err());
+        assert_eq!(parse_bytes("64T"), Ok(1 << 46));
+        assert!(duration_u32_ns("5s").unwrap_err().contains("at most 4s"));
+        assert_eq!(duration_u32_ns("4295ms").ok(), None);
+        assert!(ratio("0.5").is_err() && ratio("1").is_ok());
+        assert!(check_pages("--size", 1048577).unwrap_err().to_string().contains("1.0M"));
+        assert!(check_ram("--ram", u64::MAX).is_err());
         assert_eq!(share("0.25"), Ok(0.25));
         assert!(share("1.5").unwrap_err().contains("between 0 and 1"));
         assert!(positive("0").is_err() && positive("-1").is_err() && positive("inf").is_err());

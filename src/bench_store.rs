@@ -190,9 +190,11 @@ pub struct StoreRun {
     /// Chunk bytes held after loading.
     pub mem_used: u64,
     /// mem_used / compressed - 1, in per cent.
-    pub overhead_pct: f64,
+    /// `None` when nothing was stored compressed (every page was the same
+    /// byte repeated, kept in the mapping table alone).
+    pub overhead_pct: Option<f64>,
     /// Same, counting allocator bookkeeping and the mapping table.
-    pub overhead_with_metadata_pct: f64,
+    pub overhead_with_metadata_pct: Option<f64>,
     /// Original bytes / (chunk bytes + bookkeeping), after loading.
     pub effective_ratio: f64,
     /// Fragmentation after loading, per cent.
@@ -237,8 +239,9 @@ impl Row for StoreRun {
             self.allocator.clone(),
             self.chunk.to_string(),
             self.pages.to_string(),
-            format!("{:.2}", self.overhead_pct),
-            format!("{:.2}", self.overhead_with_metadata_pct),
+            self.overhead_pct.map_or("-".into(), |p| format!("{p:.2}")),
+            self.overhead_with_metadata_pct
+                .map_or("-".into(), |p| format!("{p:.2}")),
             format!("{:.3}", self.effective_ratio),
             format!("{:.2}", self.frag_loaded_pct),
             format!("{:.2}", self.frag_churn_max_pct),
@@ -309,8 +312,9 @@ fn measure(allocator: &str, chunk: usize, codec: &str, pages: &[&[u8]]) -> anyho
         pages: pages.len(),
         compressed_bytes: loaded.compr_data_size,
         mem_used: loaded.mem_used_total,
-        overhead_pct: (loaded.mem_used_total as f64 / compressed - 1.0) * 100.0,
-        overhead_with_metadata_pct: (loaded.memory_used() as f64 / compressed - 1.0) * 100.0,
+        overhead_pct: (compressed > 0.0).then(|| (loaded.mem_used_total as f64 / compressed - 1.0) * 100.0),
+        overhead_with_metadata_pct: (compressed > 0.0)
+            .then(|| (loaded.memory_used() as f64 / compressed - 1.0) * 100.0),
         effective_ratio: loaded.orig_data_size as f64 / loaded.memory_used() as f64,
         frag_loaded_pct: loaded.fragmentation * 100.0,
         frag_churn_max_pct: frag_max.max(after.fragmentation) * 100.0,

@@ -84,7 +84,14 @@ fn resolve(program: &str) -> anyhow::Result<PathBuf> {
 /// Why `path` cannot take a preloaded library, if it cannot: a statically
 /// linked executable loads none. A script is judged by its interpreter.
 fn cannot_preload(path: &Path, depth: u32) -> anyhow::Result<Option<String>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    use std::io::Read;
+    check_program(path)?;
+    // The ELF header and program headers, or a script's first line, are
+    // at the start: a bounded read, whatever the file's size.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(PROGRAM_PREFIX).read_to_end(&mut bytes))
+        .with_context(|| format!("reading {}", path.display()))?;
     if let Some(rest) = bytes.strip_prefix(b"#!") {
         let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
         let line = String::from_utf8_lossy(line);
@@ -101,18 +108,38 @@ fn cannot_preload(path: &Path, depth: u32) -> anyhow::Result<Option<String>> {
         }
         return cannot_preload(&interpreter, depth + 1);
     }
-    let elf = match goblin::elf::Elf::parse(&bytes) {
-        Ok(elf) => elf,
-        Err(_) => return Ok(None),
-    };
-    if elf.interpreter.is_none() {
-        return Ok(Some(format!(
-            "{} is statically linked: it loads no shared library, so ccvm cannot page it \
-             (add --unpaged to run it anyway, unpaged)",
-            path.display()
-        )));
+    if !bytes.starts_with(b"\x7fELF") || has_interpreter(&bytes) != Some(false) {
+        return Ok(None);
     }
-    Ok(None)
+    Ok(Some(format!(
+        "{} is statically linked: it loads no shared library, so ccvm cannot page it \
+         (add --unpaged to run it anyway, unpaged)",
+        path.display()
+    )))
+}
+
+/// Refuses a program path that is not a regular file (a device, a FIFO,
+/// a folder), before anything opens it.
+fn check_program(path: &Path) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file: name a program to run", path.display());
+    }
+    Ok(())
+}
+
+/// How much of a program is read to judge it.
+const PROGRAM_PREFIX: u64 = 64 << 10;
+
+/// Whether the ELF image starting `bytes` names an interpreter (the
+/// dynamic loader), from its program headers; `None` if they are not in
+/// `bytes` or do not parse.
+fn has_interpreter(bytes: &[u8]) -> Option<bool> {
+    use goblin::elf::{program_header::PT_INTERP, Elf, ProgramHeader};
+    let header = Elf::parse_header(bytes).ok()?;
+    let ctx = goblin::container::Ctx::new(header.container().ok()?, header.endianness().ok()?);
+    let headers = ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx).ok()?;
+    Some(headers.iter().any(|h| h.p_type == PT_INTERP))
 }
 
 /// Runs `command` and returns (wall time, exit status as a shell gives it).
@@ -127,7 +154,11 @@ fn run_program(command: &[String], env: &[(String, String)], quiet: bool) -> any
             .stderr(std::process::Stdio::null());
     }
     let started = Instant::now();
-    let status = cmd.status().with_context(|| format!("running {}", command[0]))?;
+    let forwarding = crate::signals::forwarding();
+    let mut child = cmd.spawn().with_context(|| format!("running {}", command[0]))?;
+    forwarding.started(child.id());
+    let status = child.wait().context("waiting for the program")?;
+    drop(forwarding);
     let wall = started.elapsed();
     let (code, exit) = exit_of(status);
     Ok((wall, code, exit))
@@ -154,6 +185,7 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
         bail!("no program given: ccvm exec [OPTIONS] -- PROGRAM [ARGS...]");
     };
     let path = resolve(program)?;
+    check_program(&path)?;
     if opts.unpaged {
         let (_, code, _) = run_program(&opts.command, &[], false)?;
         return Ok(code);
@@ -181,9 +213,12 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     let mut cmd = Command::new(&opts.command[0]);
     cmd.args(&opts.command[1..]);
     let started = Instant::now();
+    let forwarding = crate::signals::forwarding();
     let mut child = cmd.envs(env).spawn().with_context(|| format!("running {program}"))?;
     let pid = child.id();
+    forwarding.started(pid);
     let status = child.wait().context("waiting for the program")?;
+    drop(forwarding);
     let wall = started.elapsed();
     let (code, exit) = exit_of(status);
     let mut processes = Vec::new();
@@ -343,7 +378,10 @@ pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path
         ("LD_PRELOAD".to_string(), preload_path()?.display().to_string()),
         (ExecSettings::VAR.to_string(), settings.to_value()),
     ];
+    let activity = crate::progress::activity(format!("tracing {program} into {}", out.display()));
+    let watch = crate::progress::DiskWatch::new(out);
     let (wall, code, exit) = run_program(command, &env, true)?;
+    drop((watch, activity));
     if code != 0 {
         bail!("{program} failed while traced ({exit})");
     }
@@ -366,7 +404,7 @@ pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path
     };
     output.commit_from(&path)?;
     let bytes = std::fs::metadata(out)?.len();
-    println!(
+    outln!(
         "traced {} with a {window}-page window in {:.2} s (unpaged {:.3} s): {references} references -> {} ({} KiB){}",
         command.join(" "),
         wall.as_secs_f64(),
@@ -378,6 +416,6 @@ pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path
         } else {
             String::new()
         }
-    );
+    )?;
     Ok(())
 }

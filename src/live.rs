@@ -59,22 +59,42 @@ pub fn plain(workload: &Workload, size: u64, seed: u64) -> (u64, Duration) {
     (sum, t.elapsed())
 }
 
+/// Refuses a workload size that the paged run and its plain reference run
+/// cannot both take: below the workloads' minimum, not whole pages, or
+/// more than the memory free for the plain run.
 fn check_size(size: u64) -> anyhow::Result<()> {
     if size < ccvm_workload::MIN_BYTES as u64 {
         bail!("--size {size} is below the workloads' minimum of 1M");
     }
-    Ok(())
+    crate::args::check_pages("--size", size)?;
+    let free = crate::args::available_ram();
+    if size > free {
+        bail!(
+            "--size {}: the reference run in plain memory needs that much and {} is free; use a smaller size \
+             (or `ccvm exec` to page a program of your own at any size)",
+            crate::args::human(size),
+            crate::args::human(free)
+        );
+    }
+    crate::args::check_userfaultfd()
 }
 
 /// Runs `opts` live (after a plain run for the reference checksum).
 pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
     check_size(opts.size)?;
+    let activity = crate::progress::activity(format!("{}: the reference run in plain memory", opts.workload.name));
     let (want, plain_time) = plain(&opts.workload, opts.size, opts.seed);
+    activity.set(format!(
+        "{}: the paged run (plain memory took {:.1} s)",
+        opts.workload.name,
+        plain_time.as_secs_f64()
+    ));
     let mut region = Region::new(opts.size as usize, opts.config.clone())?;
     let t = Instant::now();
     let got = (opts.workload.run)(region.as_mut_slice(), opts.seed);
     let wall = t.elapsed();
     let stats = region.finish()?;
+    drop(activity);
     Ok(RunReport {
         label: label.into(),
         workload: opts.workload.name.into(),
@@ -97,7 +117,7 @@ fn mib(b: u64) -> String {
 /// Prints one run in full.
 pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(r)?),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(r)?)?,
         Format::Csv => {
             let row = report::RunRow::new(r.workload.clone(), &r.policy, &r.codec, r.ram, r.wall_s, &r.stats);
             report::print(&[row], Format::Csv)?;
@@ -117,19 +137,20 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
     } else {
         "DIFFERS from plain memory"
     };
-    println!(
+    outln!(
         "workload {} ({} MiB) in {} MiB of RAM; policy {}, codec {}",
         r.workload,
         mib(r.size),
         mib(r.ram),
         r.policy,
         r.codec
-    );
-    println!(
+    )?;
+    outln!(
         "wall time              {:.3} s (plain memory {:.3} s)",
-        r.wall_s, r.plain_s
-    );
-    println!("checksum               {} ({ok})", r.checksum);
+        r.wall_s,
+        r.plain_s
+    )?;
+    outln!("checksum               {} ({ok})", r.checksum)?;
     print_stats(&mut std::io::stdout().lock(), s)?;
     if !r.checksum_ok {
         bail!("the paged run's checksum differs from plain memory's");
@@ -219,7 +240,10 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
 /// Traces a workload to `out` with a window of `window` uncompressed pages.
 pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str, out: PathBuf) -> anyhow::Result<()> {
     check_size(size)?;
+    let activity = crate::progress::activity(format!("{}: the reference run in plain memory", workload.name));
     let (want, plain_time) = plain(&workload, size, seed);
+    activity.set(format!("{}: tracing into {}", workload.name, out.display()));
+    let watch = crate::progress::DiskWatch::new(&out);
     // The cache holds every page that leaves the window, so nothing is
     // written to disk and every reference outside the window faults.
     let ram = window * 4096 + 2 * size + (1 << 20);
@@ -248,13 +272,14 @@ pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str,
     let got = (workload.run)(region.as_mut_slice(), seed);
     let wall = t.elapsed();
     let stats = region.finish()?;
+    drop((watch, activity));
     if got != want {
         bail!("the traced run's checksum differs from plain memory's");
     }
     let bytes = std::fs::metadata(&out)
         .with_context(|| format!("reading back {}", out.display()))?
         .len();
-    println!(
+    outln!(
         "traced {} ({} MiB, seed {seed}) with a {window}-page window in {:.2} s (plain {:.3} s): {} references, {} pages compressed -> {} ({} KiB)",
         workload.name,
         mib(size),
@@ -264,7 +289,7 @@ pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str,
         stats.pages_compressed,
         out.display(),
         bytes / 1024
-    );
+    )?;
     Ok(())
 }
 
@@ -318,14 +343,14 @@ pub fn demo(format: Format) -> anyhow::Result<()> {
     let (size, ram) = (4u64 << 20, 2u64 << 20);
     let slow = Duration::from_micros(250);
     if format == Format::Table {
-        println!(
+        outln!(
             "ccvm demo: the '{}' workload ({}) in a {} MiB region with {} MiB of RAM,\n\
              paged live with userfaultfd to an O_DIRECT swap file; every run's checksum is checked against plain memory\n",
             workload.name,
             workload.about,
             size >> 20,
             ram >> 20
-        );
+        )?;
     }
     // (label, policy, uncompressed share, codec): the "copy" row is the
     // same two-segment mechanism with the second segment uncompressed, so
@@ -373,12 +398,12 @@ pub fn demo(format: Format) -> anyhow::Result<()> {
     }
     report::print(&rows, format)?;
     if format == Format::Table {
-        println!(
+        outln!(
             "\nThe second segment catches pages on their way out (a fault there costs ~15 µs all in, here);\n\
              compressing it holds more of them, so fewer reach the disk. That pays when a disk read costs\n\
              more than the faults it adds: not on this machine's fast disk, clearly on a slower one.\n\
              The adaptive policy weighs the two costs online (`--disk-cost`, `--cache-cost` of `ccvm run`)."
-        );
+        )?;
     }
     if rows.iter().any(|r| !r.checksum_ok) {
         bail!("a paged run's checksum differs from plain memory's");
@@ -393,28 +418,28 @@ pub fn demo(format: Format) -> anyhow::Result<()> {
 fn kernel_comparison(format: Format) -> anyhow::Result<()> {
     if let Err(why) = crate::bench_kernel::check_machine() {
         if format == Format::Table {
-            println!(
+            outln!(
                 "
 The comparison with the kernel's zram swap is skipped: {why:#}"
-            );
+            )?;
         }
         return Ok(());
     }
     if !crate::bench_kernel::zram_available() {
         if format == Format::Table {
-            println!("\nThe comparison with the kernel's zram swap is skipped: this machine has no zram device");
+            outln!("\nThe comparison with the kernel's zram swap is skipped: this machine has no zram device")?;
         }
         return Ok(());
     }
     let case = crate::bench_kernel::demo_case();
     if format == Format::Table {
-        println!(
+        outln!(
             "\nThe same comparison a user makes: '{}', under the kernel's own compressed swap\n\
              (a cgroup limit of {} MiB over zram-lz4) and under ccvm with the same total memory (the limit plus\n\
              what zram held at its peak), as `ccvm bench kernel` does:\n",
             case.label(),
             case.limit >> 20
-        );
+        )?;
     }
     let plan = crate::bench_kernel::Plan {
         cases: vec![case],

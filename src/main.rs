@@ -3,6 +3,25 @@
 //! Each subcommand is a thin layer over the workspace's crates; this crate
 //! owns argument parsing, progress display and report formatting only.
 
+/// `println!` that returns the write's error instead of panicking (a full
+/// disk, `/dev/full`, a closed pipe), for `?` to carry up to one line.
+macro_rules! outln {
+    () => {
+        std::io::Write::write_all(&mut std::io::stdout().lock(), b"\n").map_err(crate::stdout_error)
+    };
+    ($($arg:tt)*) => {
+        std::io::Write::write_fmt(&mut std::io::stdout().lock(), format_args!("{}\n", format_args!($($arg)*)))
+            .map_err(crate::stdout_error)
+    };
+}
+
+/// `print!` as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        std::io::Write::write_fmt(&mut std::io::stdout().lock(), format_args!($($arg)*)).map_err(crate::stdout_error)
+    };
+}
+
 mod args;
 mod bench_codecs;
 mod bench_kernel;
@@ -12,9 +31,12 @@ mod figures;
 mod live;
 mod mount;
 mod pack;
+mod progress;
 mod report;
+mod signals;
 mod sim;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -80,7 +102,7 @@ struct MountArgs {
     #[arg(long, value_parser = args::parse_bytes, default_value = "256M")]
     size: u64,
     /// Codec of the blocks (see `ccvm codecs`).
-    #[arg(long, default_value = "lz4")]
+    #[arg(long, default_value = "lz4", value_parser = args::codec)]
     codec: String,
     /// Slot allocator of the store (rm, zs, ...).
     #[arg(long, default_value = "zs")]
@@ -95,7 +117,7 @@ struct PackArgs {
     #[arg(short, long)]
     output: PathBuf,
     /// Codec of the pages (see `ccvm codecs`): exepack2 is OS/2's format.
-    #[arg(long, default_value = "exepack2")]
+    #[arg(long, default_value = "exepack2", value_parser = args::codec)]
     codec: String,
 }
 
@@ -126,16 +148,16 @@ struct ReadArgs {
     /// the disk, as a pager without a file cache).
     #[arg(long)]
     buffered: bool,
-    /// Added to every page read, to emulate a slower disk's access time, e.g. 5ms.
-    #[arg(long, value_parser = args::parse_duration)]
+    /// Added to every page read, to emulate a slower disk's access time, e.g. 5ms (at most 10s).
+    #[arg(long, value_parser = args::disk_latency)]
     disk_latency: Option<std::time::Duration>,
     /// Emulated disk transfer rate per second, e.g. 2M: every read also waits its bytes' transfer time.
     #[arg(long, value_parser = args::parse_bytes)]
     disk_rate: Option<u64>,
     /// Most pages read at once when faults walk forward through the file (1 to 32; 1 reads only the page
     /// faulted).
-    #[arg(long, default_value_t = 32)]
-    readahead: usize,
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=32))]
+    readahead: u64,
     /// Seed of the sparse pattern.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -157,7 +179,7 @@ struct BenchPackArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Codecs of the packed variants (besides copy, the uncompressed file loaded the same way).
-    #[arg(long = "codec", default_values_t = ["exepack2".to_string(), "lz4".to_string()])]
+    #[arg(long = "codec", default_values_t = ["exepack2".to_string(), "lz4".to_string()], value_parser = args::codec)]
     codecs: Vec<String>,
     /// Access patterns to measure.
     #[arg(long = "pattern", value_enum, default_values_t = [pack::Pattern::All, pack::Pattern::Sparse])]
@@ -238,7 +260,7 @@ struct BenchStoreArgs {
     #[arg(long = "allocator", value_name = "NAME")]
     allocators: Vec<String>,
     /// Codec the store compresses with.
-    #[arg(long, default_value = "lz4")]
+    #[arg(long, default_value = "lz4", value_parser = args::codec)]
     codec: String,
     /// Chunk size in bytes (repeatable): a power of two from 4096.
     #[arg(long = "chunk", value_name = "BYTES", default_values_t = [65536usize])]
@@ -296,10 +318,10 @@ struct MemoryArgs {
     #[arg(long, default_value_t = 1.0 / 128.0)]
     chipset_share: f64,
     /// FMC's codec, on 256-byte blocks (002 assumes X-Match).
-    #[arg(long, default_value = "xmatch")]
+    #[arg(long, default_value = "xmatch", value_parser = args::codec)]
     fmc_codec: String,
     /// CDC's codec, on whole pages (timed on the trace's pages).
-    #[arg(long, default_value = "lz4")]
+    #[arg(long, default_value = "lz4", value_parser = args::codec)]
     cdc_codec: String,
 }
 
@@ -318,7 +340,7 @@ struct ChipArgs {
     #[arg(long, default_value_t = 8)]
     ways: usize,
     /// Line codec (see `ccvm codecs`).
-    #[arg(long, default_value = "cpack")]
+    #[arg(long, default_value = "cpack", value_parser = args::codec)]
     codec: String,
     /// Lines cross the memory link compressed.
     #[arg(long)]
@@ -368,22 +390,22 @@ struct CacheArgs {
     #[arg(long, value_delimiter = ',', default_values_t = ["seg8", "pair", "adaptive"].map(String::from))]
     org: Vec<String>,
     /// Line codecs (comma-separated; see `ccvm codecs`).
-    #[arg(long, value_delimiter = ',', default_values_t = ["cpack".to_string()])]
+    #[arg(long, value_delimiter = ',', default_values_t = ["cpack".to_string()], value_parser = args::codec)]
     codec: Vec<String>,
     /// Also run every organization, plain included, with lines compressed on the memory link.
     #[arg(long)]
     link: bool,
-    /// Cycles to decompress a line (003 Table 6.2: C-Pack 8).
-    #[arg(long, default_value_t = 8)]
+    /// Cycles to decompress a line (003 Table 6.2: C-Pack 8), at most 1000000.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(..=1_000_000))]
     decompress: u64,
-    /// Cycles of an L2 hit (003 Table 6.4: 10).
-    #[arg(long, default_value_t = 10)]
+    /// Cycles of an L2 hit (003 Table 6.4: 10), at most 1000000.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(..=1_000_000))]
     l2_latency: u64,
-    /// Cycles of memory before a line's first byte (003 Table 6.4: 80).
-    #[arg(long, default_value_t = 80)]
+    /// Cycles of memory before a line's first byte (003 Table 6.4: 80), at most 1000000.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u64).range(..=1_000_000))]
     memory_latency: u64,
-    /// Bytes a cycle on the memory link (003 Table 6.4: 10).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Bytes a cycle on the memory link (003 Table 6.4: 10), 1 to 1000000.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     link_bytes_per_cycle: u64,
     /// Print every row as a JSON line on standard output instead of the table.
     #[arg(long)]
@@ -402,20 +424,20 @@ struct SweepArgs {
     #[arg(long)]
     out: PathBuf,
     /// Codec of the cache (repeatable).
-    #[arg(long = "codec", value_name = "NAME", default_values_t = ["wkdm".to_string(), "lz4".to_string()])]
+    #[arg(long = "codec", value_name = "NAME", default_values_t = ["wkdm".to_string(), "lz4".to_string()], value_parser = args::codec)]
     codecs: Vec<String>,
     /// Policy to simulate besides LRU (repeatable; see `ccvm run --help`).
     #[arg(long = "policy", value_name = "NAME", value_parser = ccvm_policy::parse_name, default_values_t = ["adaptive", "fixed10", "fixed23", "fixed37", "fixed50", "zswap", "douglis"].map(String::from))]
     policies: Vec<String>,
-    /// Memory sizes per trace, log-spaced (plus the interesting region's ends).
-    #[arg(long, default_value_t = 16)]
-    sizes: usize,
+    /// Memory sizes per trace, log-spaced (plus the interesting region's ends), 1 to 10000.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    sizes: u64,
     /// Simulate exactly these memory sizes, in pages (e.g. 128,256,400), instead of log-spaced ones.
     #[arg(long, value_delimiter = ',')]
     pages: Vec<usize>,
-    /// Timed runs per page image (the median is kept).
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
+    /// Timed runs per page image (the median is kept), 1 to 1000.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    runs: u64,
     /// Simulate a CPU this many times slower (2) or faster (0.5): multiplies the measured codec times and the
     /// program's own run time, which sets the interesting region.
     #[arg(long, default_value_t = 1.0, value_parser = args::positive)]
@@ -435,14 +457,14 @@ struct SweepArgs {
     /// (default: its compressed bytes and mapping entry only, as in paper 000).
     #[arg(long)]
     store_slack: bool,
-    /// Imported plain traces (.txt: a page number per line; .csv: a `page` column): compression ratio.
-    #[arg(long, default_value_t = 2.0, value_parser = args::positive)]
+    /// Imported plain traces (.txt: a page number per line; .csv: a `page` column): compression ratio, 1 or more.
+    #[arg(long, default_value_t = 2.0, value_parser = args::ratio)]
     ratio: f64,
-    /// Imported plain traces: compression time per page.
-    #[arg(long, value_parser = args::parse_duration, default_value = "4us")]
+    /// Imported plain traces: compression time per page (at most 4s).
+    #[arg(long, value_parser = args::duration_u32_ns, default_value = "4us")]
     compress_time: std::time::Duration,
-    /// Imported plain traces: decompression time per page.
-    #[arg(long, value_parser = args::parse_duration, default_value = "2us")]
+    /// Imported plain traces: decompression time per page (at most 4s).
+    #[arg(long, value_parser = args::duration_u32_ns, default_value = "2us")]
     decompress_time: std::time::Duration,
     /// Imported plain traces: the program's own run time (for the interesting region).
     #[arg(long, value_parser = args::parse_duration, default_value = "0s")]
@@ -479,13 +501,13 @@ struct RunArgs {
     cache_cost: std::time::Duration,
     /// Codec of the compression cache (see `ccvm codecs`). The default, hybrid, keeps WKdm's speed and ratio
     /// on pages of numbers and LZ4's ratio on pages of strings.
-    #[arg(long, default_value = "hybrid")]
+    #[arg(long, default_value = "hybrid", value_parser = args::codec)]
     codec: String,
     /// Directory for the swap file (default: the system's temp directory).
     #[arg(long)]
     swap_dir: Option<PathBuf>,
-    /// Added to each swap-file read, to emulate a slower disk, e.g. 5ms.
-    #[arg(long, value_parser = args::parse_duration)]
+    /// Added to each swap-file read, to emulate a slower disk, e.g. 5ms (at most 10s).
+    #[arg(long, value_parser = args::disk_latency)]
     disk_latency: Option<std::time::Duration>,
     /// How faults are served: signal (in the faulting thread, fast) or thread (a handler thread; system calls
     /// into paged memory work).
@@ -528,13 +550,13 @@ struct ExecArgs {
     #[arg(long, value_parser = args::parse_bytes, default_value = "4G")]
     heap: u64,
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = args::share)]
     uncompressed_share: f64,
     /// Policy (see `ccvm run --help`).
     #[arg(long, default_value = "adaptive-safe", value_parser = ccvm_policy::parse_name)]
     policy: String,
     /// Codec of the compression cache (see `ccvm codecs`).
-    #[arg(long, default_value = "hybrid")]
+    #[arg(long, default_value = "hybrid", value_parser = args::codec)]
     codec: String,
     /// Directory for the swap file (default: the system's temp directory).
     #[arg(long)]
@@ -596,7 +618,7 @@ struct TraceArgs {
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(2..))]
     window: u64,
     /// Codec of the cache while tracing (the trace stores page images, not codec output).
-    #[arg(long, default_value = "lz4")]
+    #[arg(long, default_value = "lz4", value_parser = args::codec)]
     codec: String,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
@@ -615,7 +637,7 @@ struct BenchCodecsArgs {
     #[arg(long)]
     corpus: Option<PathBuf>,
     /// Codec to measure (repeatable). Default: every general-purpose codec.
-    #[arg(long = "codec", value_name = "NAME")]
+    #[arg(long = "codec", value_name = "NAME", value_parser = args::codec)]
     codecs: Vec<String>,
     /// Timed passes per file and codec; the best is kept.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
@@ -632,6 +654,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => live::demo(args.output.format()),
         Command::Run(args) => {
             let workload = ccvm_workload::by_name(&args.workload).map_err(anyhow::Error::msg)?;
+            args::check_budget("--ram", args.ram)?;
             let opts = live::RunOptions {
                 workload,
                 size: args.size,
@@ -658,7 +681,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             live::print_run(&report, args.output.format())
         }
         Command::Exec(args) => {
-            ccvm_codec::by_name(&args.codec).map_err(anyhow::Error::msg)?;
+            args::check_budget("--ram", args.ram)?;
+            args::check_pages("--heap", args.heap)?;
+            if !args.unpaged {
+                args::check_userfaultfd()?;
+            }
             let settings = ccvm_runtime::ExecSettings {
                 ram_bytes: args.ram,
                 heap_bytes: args.heap,
@@ -686,7 +713,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             std::process::exit(code);
         }
         Command::Trace(args) if args.exec => {
-            ccvm_codec::by_name(&args.codec).map_err(anyhow::Error::msg)?;
+            args::check_pages("--heap", args.heap)?;
+            args::check_userfaultfd()?;
             exec::trace(&args.command, args.window, &args.codec, args.heap, &args.out)
         }
         Command::Trace(args) => {
@@ -695,15 +723,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             live::trace(workload, args.size, args.seed, args.window, &args.codec, args.out)
         }
         Command::Sim(SimCommand::Sweep(a)) => {
-            for c in &a.codecs {
-                ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
-            }
             let plan = ccvm_sim::plan::SweepPlan {
                 codecs: a.codecs,
                 policies: a.policies,
-                sizes: a.sizes,
+                sizes: a.sizes as usize,
                 pages: a.pages,
-                runs: a.runs,
+                runs: a.runs as usize,
                 cpu_factor: a.cpu_factor,
                 write_ms: a.write_ms,
                 trap_share: a.trap_share,
@@ -732,50 +757,64 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             sim::cache::record(&program, &args, &a.output, a.limit)
         }
-        Command::Sim(SimCommand::Cache(a)) => sim::cache::sweep(&sim::cache::CacheSweep {
-            traces: a.traces,
-            l1: (a.l1, a.l1_ways),
-            l2_sizes: a.l2,
-            ways: a.ways,
-            orgs: a.org,
-            codecs: a.codec,
-            link: a.link,
-            timing: ccvm_cachesim::system::Timing {
-                decompress: a.decompress,
-                l2: a.l2_latency,
-                memory: a.memory_latency,
-                bytes_per_cycle: a.link_bytes_per_cycle,
-                ..ccvm_cachesim::system::Timing::PAPER
-            },
-            json: a.json,
-            figures: a.figures,
-        }),
-        Command::Sim(SimCommand::Chip(a)) => sim::chip::chip(&sim::chip::ChipSweep {
-            traces: a.traces,
-            l1: (a.l1, 2),
-            l2_sizes: a.l2,
-            ways: a.ways,
-            codec: a.codec,
-            link: a.link,
-        }),
-        Command::Sim(SimCommand::Memory(a)) => sim::memory::memory(&sim::memory::MemorySweep {
-            traces: a.traces,
-            shares: a.memory,
-            disk: a.disk.as_nanos() as u64,
-            l2: a.l2,
-            chipset_share: a.chipset_share,
-            fmc_codec: a.fmc_codec,
-            cdc_codec: a.cdc_codec,
-        }),
+        Command::Sim(SimCommand::Cache(a)) => {
+            args::check_simulated("--l1", a.l1, 0.25)?;
+            for &l2 in &a.l2 {
+                args::check_simulated("--l2", l2, 0.5)?;
+            }
+            sim::cache::sweep(&sim::cache::CacheSweep {
+                traces: a.traces,
+                l1: (a.l1, a.l1_ways),
+                l2_sizes: a.l2,
+                ways: a.ways,
+                orgs: a.org,
+                codecs: a.codec,
+                link: a.link,
+                timing: ccvm_cachesim::system::Timing {
+                    decompress: a.decompress,
+                    l2: a.l2_latency,
+                    memory: a.memory_latency,
+                    bytes_per_cycle: a.link_bytes_per_cycle,
+                    ..ccvm_cachesim::system::Timing::PAPER
+                },
+                json: a.json,
+                figures: a.figures,
+            })
+        }
+        Command::Sim(SimCommand::Chip(a)) => {
+            for &l2 in &a.l2 {
+                args::check_simulated("--l2 (on every core)", l2 * a.traces.len().max(1) as u64, 0.5)?;
+            }
+            sim::chip::chip(&sim::chip::ChipSweep {
+                traces: a.traces,
+                l1: (a.l1, 2),
+                l2_sizes: a.l2,
+                ways: a.ways,
+                codec: a.codec,
+                link: a.link,
+            })
+        }
+        Command::Sim(SimCommand::Memory(a)) => {
+            args::check_simulated("--l2", a.l2, 0.5)?;
+            sim::memory::memory(&sim::memory::MemorySweep {
+                traces: a.traces,
+                shares: a.memory,
+                disk: a.disk.as_nanos() as u64,
+                l2: a.l2,
+                chipset_share: a.chipset_share,
+                fmc_codec: a.fmc_codec,
+                cdc_codec: a.cdc_codec,
+            })
+        }
         Command::WorkloadPlain { name, size, seed } => {
             let w = ccvm_workload::by_name(&name).map_err(anyhow::Error::msg)?;
             let mut memory = vec![0u8; (size as usize).max(ccvm_workload::MIN_BYTES)];
-            println!("{}: checksum {:#x}", w.name, (w.run)(&mut memory, seed));
+            outln!("{}: checksum {:#x}", w.name, (w.run)(&mut memory, seed))?;
             Ok(())
         }
         Command::Workloads => {
             for w in ccvm_workload::WORKLOADS {
-                println!("{:<10} {}", w.name, w.about);
+                outln!("{:<10} {}", w.name, w.about)?;
             }
             Ok(())
         }
@@ -815,6 +854,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(BenchCommand::Store(args)) => {
             let format = args.output.format();
+            if let Some(pages) = args.pages {
+                args::check_simulated("--pages", (pages as u64).saturating_mul(4096), 0.5)?;
+            }
             let opts = bench_store::Options {
                 corpus: args.corpus,
                 allocators: args.allocators,
@@ -826,14 +868,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             bench_store::run(&opts, format)
         }
         Command::Pack(a) => pack::pack(&a.file, &a.output, &a.codec),
-        Command::Mount(a) => mount::mount(&a.dir, a.size, &a.codec, &a.allocator),
+        Command::Mount(a) => {
+            if a.size < 1 << 20 {
+                anyhow::bail!(
+                    "--size {}: a filesystem needs at least 1M to hold a file",
+                    args::human(a.size)
+                );
+            }
+            args::check_ram("--size", a.size)?;
+            mount::mount(&a.dir, a.size, &a.codec, &a.allocator)
+        }
         Command::Map(a) => {
+            args::check_userfaultfd()?;
             let opts = pack::MapOptions {
                 verify: a.verify,
                 output: a.output,
                 touch: a.touch,
                 read: a.read.options(),
-                readahead: a.read.readahead,
+                readahead: a.read.readahead as usize,
                 seed: a.read.seed,
             };
             pack::map(&a.file, &opts, a.output_format.format())
@@ -846,25 +898,54 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 read: a.read.options(),
                 repeat: a.repeat,
                 dir: a.dir.unwrap_or_else(std::env::temp_dir),
-                readahead: a.read.readahead,
+                readahead: a.read.readahead as usize,
                 seed: a.read.seed,
             };
             pack::bench(&opts, a.output.format())
         }
         Command::Codecs => {
             for c in ccvm_codec::CODECS {
-                println!("{:<10} {}", c.name, c.about);
+                outln!("{:<10} {}", c.name, c.about)?;
             }
             Ok(())
         }
     }
 }
 
+/// A failed write to standard output, as an error that says so.
+fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    anyhow::Error::new(e).context("writing to standard output")
+}
+
+/// `e` and its causes on one line, each cause once: an error that already
+/// quotes its cause (as many do) is not followed by it again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// Whether `e` is a write to a pipe whose reader has gone (`| head`).
+fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 fn main() -> ExitCode {
-    // Die quietly on a closed pipe (`ccvm sim report DIR | head`), as
-    // command-line tools do, rather than panic on the failed write.
-    // SAFETY: setting a signal's disposition to its default.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // SIGPIPE stays ignored (Rust's default): a write to a closed pipe
+    // fails with EPIPE, the error unwinds like any other so that temporary
+    // folders are removed, and ccvm ends quietly as a killed tool would.
+    signals::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Help, asked for or shown for a missing subcommand, as clap prints it.
@@ -875,15 +956,28 @@ fn main() -> ExitCode {
             // One line, as every other error: clap's first, which names
             // the flag and what is wrong with its value.
             let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or_default();
-            eprintln!("ccvm: {}; see --help", first.trim_start_matches("error: "));
+            let mut lines = text.lines();
+            let mut first = lines
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+                .to_string();
+            // "the following required arguments were not provided:" names
+            // them on the lines after it.
+            if first.ends_with(':') {
+                let named: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+                first = format!("{} {}", first, named.join(", "));
+            }
+            let _ = writeln!(std::io::stderr(), "ccvm: {first}; see --help");
             return ExitCode::from(2);
         }
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_closed_pipe(&e) => ExitCode::from(141),
         Err(e) => {
-            eprintln!("ccvm: {e:#}");
+            // Standard error may be a full disk too: the status still tells.
+            let _ = writeln!(std::io::stderr(), "ccvm: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }

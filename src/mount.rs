@@ -22,10 +22,20 @@ pub fn mount(dir: &Path, size: u64, codec: &str, allocator: &str) -> anyhow::Res
     ccvm_ramfs::check_mount_point(dir).map_err(anyhow::Error::msg)?;
     unmount_on_signal(dir)?;
     eprintln!(
-        "ccvm: serving a compressed RAM filesystem of {size} bytes at {} (umount it, or Ctrl-C, to stop)",
+        "ccvm: mounting a compressed RAM filesystem of {size} bytes at {} (umount it, or Ctrl-C, to stop)",
         dir.display()
     );
-    let u = ccvm_ramfs::mount(fs, dir).map_err(anyhow::Error::msg)?;
+    let u = ccvm_ramfs::mount(fs, dir).map_err(|e| {
+        // SAFETY: geteuid cannot fail.
+        if e.contains("Permission denied") && unsafe { libc::geteuid() } != 0 {
+            anyhow::anyhow!(
+                "{e}: mounting FUSE as a user needs fusermount3 (apt-get install fuse3) and read-write access to \
+                 /dev/fuse; or run as root"
+            )
+        } else {
+            anyhow::Error::msg(e)
+        }
+    })?;
     eprintln!(
         "ccvm: {} unmounted; it held {} bytes of files in {} blocks, compressed to {} bytes, in {} bytes of memory ({:.2}x)",
         dir.display(),
@@ -38,7 +48,8 @@ pub fn mount(dir: &Path, size: u64, codec: &str, allocator: &str) -> anyhow::Res
     Ok(())
 }
 
-/// SIGINT and SIGTERM unmount `dir` (lazily), which ends the session:
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT unmount `dir` (lazily), which ends
+/// the session (SIGKILL cannot be caught: the next mount says what to do):
 /// the signals are blocked in every thread and taken by one that waits.
 fn unmount_on_signal(dir: &Path) -> anyhow::Result<()> {
     let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
@@ -46,14 +57,15 @@ fn unmount_on_signal(dir: &Path) -> anyhow::Result<()> {
     let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::sigaddset(&mut set, sig);
+        }
         set
     };
-    // SAFETY: blocking two signals in this thread; threads made after
+    // SAFETY: blocking four signals in this thread; threads made after
     // inherit the mask.
     if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
-        bail!("cannot block SIGINT and SIGTERM");
+        bail!("cannot block SIGINT, SIGTERM, SIGHUP and SIGQUIT");
     }
     std::thread::spawn(move || {
         let mut sig = 0;

@@ -66,7 +66,7 @@ pub fn pack(src: &Path, dst: &Path, codec: &str) -> anyhow::Result<()> {
     let mut c = ccvm_codec::by_name(codec).map_err(anyhow::Error::msg)?;
     let started = Instant::now();
     let s = pack_file(src, dst, c.as_mut())?;
-    println!(
+    outln!(
         "{}: {} bytes in {} pages -> {} bytes ({:.2}x): {} zero, {} raw, {} compressed with {codec}, in {:.0} ms",
         src.display(),
         s.file_len,
@@ -77,7 +77,7 @@ pub fn pack(src: &Path, dst: &Path, codec: &str) -> anyhow::Result<()> {
         s.raw,
         s.compressed,
         started.elapsed().as_secs_f64() * 1e3
-    );
+    )?;
     Ok(())
 }
 
@@ -114,8 +114,16 @@ pub fn map(path: &Path, o: &MapOptions, format: Format) -> anyhow::Result<()> {
     };
     let mapping = Mapping::with_readahead(packed, o.readahead)?;
     if let Some(mut out) = output {
-        out.write_all(mapping.as_slice())
-            .with_context(|| format!("writing {}", out.target().display()))?;
+        // Through a buffer: a page that faults while the kernel copies
+        // from the mapping would be loaded with the output's inode locked,
+        // and a damaged page's fatal stop could not then remove the
+        // staged file.
+        let mut buf = vec![0u8; 1 << 20];
+        for chunk in mapping.as_slice().chunks(buf.len()) {
+            buf[..chunk.len()].copy_from_slice(chunk);
+            out.write_all(&buf[..chunk.len()])
+                .with_context(|| format!("writing {}", out.target().display()))?;
+        }
         out.commit()?;
         return Ok(());
     }

@@ -171,7 +171,7 @@ fn bad_run_settings_give_one_line() {
         .unwrap_or_default()
         .to_string();
     assert!(
-        first.contains("unknown size unit 'q' in '4Q'; use K, M or G"),
+        first.contains("unknown size unit 'q' in '4Q'; use K, M, G or T"),
         "{first}"
     );
     // A matmul run of 4 MiB in 1 MiB with one wrong setting each.

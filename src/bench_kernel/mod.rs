@@ -140,7 +140,7 @@ pub fn plain_child(workload: &str, size: u64, seed: u64) -> anyhow::Result<()> {
         major_faults: usage.ru_majflt as u64,
         max_rss_bytes: 0,
     };
-    println!("{}", serde_json::to_string(&run)?);
+    outln!("{}", serde_json::to_string(&run)?)?;
     Ok(())
 }
 

@@ -16,8 +16,13 @@ use rayon::prelude::*;
 pub fn record(program: &OsString, args: &[OsString], out: &Path, limit: Option<u64>) -> anyhow::Result<()> {
     let file = ccvm_output::OutputFile::create(out)?;
     let started = std::time::Instant::now();
-    let (file, r) = ccvm_cachesim::record::record(program, args, std::io::BufWriter::new(file), limit)
+    let forwarding = crate::signals::forwarding();
+    let (file, r) =
+        ccvm_cachesim::record::record_with(program, args, std::io::BufWriter::new(file), limit, &mut |pid| {
+            forwarding.started(pid)
+        })
         .with_context(|| format!("tracing {}", program.to_string_lossy()))?;
+    drop(forwarding);
     file.into_inner().map_err(|e| e.into_error())?.commit()?;
     let bytes = std::fs::metadata(out)?.len();
     eprintln!(

@@ -80,24 +80,24 @@ pub fn chip(a: &ChipSweep) -> anyhow::Result<()> {
         traces.len(),
         started.elapsed().as_secs_f64()
     );
-    print!("{:>6} {:<12}", "L2", "policy");
+    out!("{:>6} {:<12}", "L2", "policy")?;
     for n in &names {
-        print!(" {:>10}", truncate(n, 10));
+        out!(" {:>10}", truncate(n, 10))?;
     }
-    println!(" {:>10} {:>8} {:>8}", "throughput", "vs priv", "remote");
+    outln!(" {:>10} {:>8} {:>8}", "throughput", "vs priv", "remote")?;
     for (k, (&(l2, name, _, _), cores)) in jobs.iter().zip(&runs).enumerate() {
         let base: f64 = runs[k - k % policies.len()].iter().map(Run::ipc).sum();
         let throughput: f64 = cores.iter().map(Run::ipc).sum();
-        print!("{:>6} {:<12}", size_label(l2), name);
+        out!("{:>6} {:<12}", size_label(l2), name)?;
         for c in cores {
-            print!(" {:>10.3}", c.ipc());
+            out!(" {:>10.3}", c.ipc())?;
         }
-        println!(
+        outln!(
             " {:>10.3} {:>7.1}% {:>8}",
             throughput,
             (throughput / base - 1.0) * 100.0,
             cores.iter().map(|c| c.remote_hits).sum::<u64>()
-        );
+        )?;
     }
     Ok(())
 }

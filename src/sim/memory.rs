@@ -63,10 +63,18 @@ pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
     let mut fmc_codec = ccvm_codec::by_name(&a.fmc_codec).map_err(anyhow::Error::msg)?;
     let mut cdc_codec = ccvm_codec::by_name(&a.cdc_codec).map_err(anyhow::Error::msg)?;
     check_shape(a.l2, 8).context("L2")?;
-    println!(
+    outln!(
         "{:<10} {:>7} {:<16} {:>8} {:>9} {:>8} {:>10} {:>7} {:>9}",
-        "trace", "memory", "scheme", "chipset", "disk rd", "CDC hits", "real pages", "IPC", "vs base"
-    );
+        "trace",
+        "memory",
+        "scheme",
+        "chipset",
+        "disk rd",
+        "CDC hits",
+        "real pages",
+        "IPC",
+        "vs base"
+    )?;
     for (path, name) in a.traces.iter().zip(ccvm_sim::plan::trace_names(&a.traces)) {
         let trace = LineTrace::open(path)?;
         // The pages as they ended, for the footprint and the codec's costs.
@@ -158,7 +166,7 @@ pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
                 .collect();
             let base = runs[0].1.ipc();
             for (label, r) in &runs {
-                println!(
+                outln!(
                     "{:<10} {:>6.0}% {:<16} {:>8} {:>9} {:>8} {:>10} {:>7.4} {:>8.1}%",
                     truncate(&name, 10),
                     share * 100.0,
@@ -169,7 +177,7 @@ pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
                     r.pages_held,
                     r.ipc(),
                     (r.ipc() / base - 1.0) * 100.0
-                );
+                )?;
             }
         }
     }

@@ -20,12 +20,17 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// `sweep.json`, `traces.csv` and the figures to `out` (codec costs are
 /// kept in `out/costs` for the next sweep).
 pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result<()> {
+    // Every input is read and checked before any output or timing.
+    let read = traces
+        .iter()
+        .map(|path| plan.read(path))
+        .collect::<Result<Vec<_>, _>>()?;
     let out_dir = ccvm_output::OutputDir::create(out)?;
     let cache = out.join("costs");
     let mut loaded = Vec::new();
-    for (path, name) in traces.iter().zip(plan::trace_names(traces)) {
+    for ((path, name), trace) in traces.iter().zip(plan::trace_names(traces)).zip(read) {
         let mut bar = None;
-        let l = plan.load(path, name, &cache, &mut |p| match p {
+        let l = plan.load(path, trace, name, &cache, &mut |p| match p {
             Progress::Timing { codec, images } => {
                 eprintln!(
                     "{}: {codec} costs of {images} page images (timed once, then kept in {})",
@@ -91,11 +96,11 @@ pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result
     write_traces(out, &loaded, plan)?;
     crate::figures::write(out, &rows)?;
     out_dir.keep();
-    println!(
+    outln!(
         "wrote {} rows to {} and figures fig3/fig4/fig6_TRACE.{{svg,png}}",
         rows.len(),
         out.join("sweep.{csv,json}").display()
-    );
+    )?;
     Ok(())
 }
 

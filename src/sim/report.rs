@@ -24,7 +24,7 @@ fn disk_us(r: &SweepRow) -> u64 {
 /// policy's paging time over the best fixed share's at each size (the
 /// issue's target: within 10% everywhere in the interesting region). The
 /// fixed shares are every `fixedN` the sweep ran, and no compression.
-fn against_best_fixed(rows: &[SweepRow]) {
+fn against_best_fixed(rows: &[SweepRow]) -> anyhow::Result<()> {
     let at_5ms = |r: &&SweepRow| (r.disk_ms - 5.0).abs() < 1e-9;
     let keys = distinct(rows, |r| {
         (r.policy.starts_with("adaptive") && at_5ms(&r)).then(|| (r.policy.clone(), r.trace.clone(), r.codec.clone()))
@@ -39,15 +39,22 @@ fn against_best_fixed(rows: &[SweepRow]) {
     let mut shown = String::new();
     for (policy, trace, codec) in keys {
         if shown != policy {
-            println!();
-            println!(
+            outln!()?;
+            outln!(
                 "{policy} / best fixed share ({}, and no compression), 5 ms: worst and mean over sizes",
                 fixed.join(", ")
-            );
-            println!(
+            )?;
+            outln!(
                 "{:<12} {:<7} | {:>8} {:>8} {:>3} | {:>8} {:>8} {:>3} | sizes over 1.10",
-                "trace", "codec", "region", "mean", "n", "all", "mean", "n"
-            );
+                "trace",
+                "codec",
+                "region",
+                "mean",
+                "n",
+                "all",
+                "mean",
+                "n"
+            )?;
             shown = policy.clone();
         }
         let at = |name: &str, m: usize| {
@@ -91,12 +98,13 @@ fn against_best_fixed(rows: &[SweepRow]) {
                 v.len()
             )
         };
-        println!(
+        outln!(
             "{trace:<12} {codec:<7} | {} | {} | {over:?}",
             worst_mean(&region),
             worst_mean(&all)
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Prints, per trace, codec, policy and disk cost, the mean and range of
@@ -116,18 +124,24 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         (r.policy != "lru").then(|| (r.trace.clone(), r.codec.clone(), r.policy.clone(), disk_us(r)))
     });
     if let Some(f) = rows.first().map(|r| r.cpu_factor).filter(|&f| f != 1.0) {
-        println!("simulated CPU {f} times slower than the measuring one (codec and program run times x {f})");
+        outln!("simulated CPU {f} times slower than the measuring one (codec and program run times x {f})")?;
     }
-    print_traces(dir);
-    println!(
+    print_traces(dir)?;
+    outln!(
         "paging-time reduction against LRU, % (paper 000 at 5 ms: 20-80% over the interesting region, about 40% on average)"
-    );
-    println!("and the change in time to completion (run + paging) against LRU's, % (negative: sooner)");
-    println!(
+    )?;
+    outln!("and the change in time to completion (run + paging) against LRU's, % (negative: sooner)")?;
+    outln!(
         "{:<12} {:<7} {:<13} {:>7} | {:>24} | {:>24} | {:>21}",
-        "", "", "", "", "interesting region", "every size LRU pages at", "completion, % change"
-    );
-    println!(
+        "",
+        "",
+        "",
+        "",
+        "interesting region",
+        "every size LRU pages at",
+        "completion, % change"
+    )?;
+    outln!(
         "{:<12} {:<7} {:<13} {:>7} | {:>7} {:>7} {:>7} {:>1} | {:>7} {:>7} {:>7} {:>1} | {:>6} {:>6} {:>7}",
         "trace",
         "codec",
@@ -144,7 +158,7 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         "region",
         "all",
         "worst"
-    );
+    )?;
     let stats = |v: &[f64]| {
         if v.is_empty() {
             return "      -       -       - 0".to_string();
@@ -177,7 +191,7 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         };
         let all_completion: Vec<f64> = of.iter().filter_map(completion).collect();
         let worst = all_completion.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        println!(
+        outln!(
             "{trace:<12} {codec:<7} {policy:<13} {:>7} | {} | {} | {:>6} {:>6} {:>7}",
             disk as f64 / 1000.0,
             stats(&region),
@@ -189,28 +203,33 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
             } else {
                 "-".into()
             }
-        );
+        )?;
     }
-    against_best_fixed(&rows);
-    no_harm(&rows);
+    against_best_fixed(&rows)?;
+    no_harm(&rows)?;
     Ok(())
 }
 
 /// Prints, per trace, codec and disk cost, the adaptive policies' worst
 /// paging time against LRU's over every size at which LRU pages (issue
 /// 11's "no harm" bound is 1.05) and how many sizes exceed that bound.
-fn no_harm(rows: &[SweepRow]) {
+fn no_harm(rows: &[SweepRow]) -> anyhow::Result<()> {
     let keys = distinct(rows, |r| {
         r.policy
             .starts_with("adaptive")
             .then(|| (r.policy.clone(), r.trace.clone(), r.codec.clone(), disk_us(r)))
     });
-    println!();
-    println!("adaptive / LRU paging time over every size at which LRU pages: worst, and sizes above 1.05");
-    println!(
+    outln!()?;
+    outln!("adaptive / LRU paging time over every size at which LRU pages: worst, and sizes above 1.05")?;
+    outln!(
         "{:<13} {:<12} {:<7} {:>7} | {:>7} {:>5}",
-        "policy", "trace", "codec", "disk ms", "worst", "over"
-    );
+        "policy",
+        "trace",
+        "codec",
+        "disk ms",
+        "worst",
+        "over"
+    )?;
     for (policy, trace, codec, disk) in keys {
         let ratios: Vec<f64> = rows
             .iter()
@@ -221,30 +240,40 @@ fn no_harm(rows: &[SweepRow]) {
             .collect();
         let worst = ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let over = ratios.iter().filter(|&&n| n > 1.05).count();
-        println!(
+        outln!(
             "{policy:<13} {trace:<12} {codec:<7} {:>7} | {worst:>7.2} {over:>2}/{:<2}",
             disk as f64 / 1000.0,
             ratios.len()
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Prints `traces.csv` (written by the sweep since it was added), if any:
 /// what each trace is, and its images' ratio per codec.
-fn print_traces(dir: &Path) {
+fn print_traces(dir: &Path) -> anyhow::Result<()> {
     let Ok(mut reader) = csv::Reader::from_path(dir.join("traces.csv")) else {
-        return;
+        return Ok(());
     };
-    println!(
+    outln!(
         "{:<12} {:>10} {:>9} {:>8} {:>13} {:<7} {:>9} {:>6} {:>7} {:>7}",
-        "trace", "references", "footprint", "run s", "region (5 ms)", "codec", "images", "ratio", "comp us", "dec us"
-    );
+        "trace",
+        "references",
+        "footprint",
+        "run s",
+        "region (5 ms)",
+        "codec",
+        "images",
+        "ratio",
+        "comp us",
+        "dec us"
+    )?;
     for s in reader.deserialize::<TraceSummary>().filter_map(Result::ok) {
         let region = match (s.region_lo, s.region_hi) {
             (Some(lo), Some(hi)) => format!("{lo}..{hi}"),
             _ => "-".to_string(),
         };
-        println!(
+        outln!(
             "{:<12} {:>10} {:>9} {:>8.6} {:>13} {:<7} {:>9} {:>6.3} {:>7.3} {:>7.3}",
             s.trace,
             s.references,
@@ -256,7 +285,8 @@ fn print_traces(dir: &Path) {
             s.ratio,
             s.compress_us,
             s.decompress_us
-        );
+        )?;
     }
-    println!();
+    outln!()?;
+    Ok(())
 }

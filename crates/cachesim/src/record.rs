@@ -61,6 +61,23 @@ pub fn record<W: Write>(
     out: W,
     limit: Option<u64>,
 ) -> io::Result<(W, Recorded)> {
+    record_with(program, args, out, limit, &mut |_| {})
+}
+
+/// As [`record`], telling `started` Valgrind's process id as soon as it
+/// runs (so that a caller can forward signals to it: interrupted, the
+/// recording then ends through its ordinary error path and cleans up).
+///
+/// # Errors
+///
+/// As [`record`].
+pub fn record_with<W: Write>(
+    program: &OsString,
+    args: &[OsString],
+    out: W,
+    limit: Option<u64>,
+    started: &mut dyn FnMut(u32),
+) -> io::Result<(W, Recorded)> {
     let dir = tempfile::tempdir()?;
     let fifo = dir.path().join("lackey");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR)?;
@@ -79,6 +96,7 @@ pub fn record<W: Write>(
                 format!("cannot run valgrind ({e}): install it (apt-get install valgrind)"),
             )
         })?;
+    started(child.id());
     // Opening the FIFO blocks until Valgrind opens its end; if Valgrind
     // dies first it never would, so the open runs on its own thread while
     // this one watches the child (and unblocks the open if it exits).

@@ -22,7 +22,8 @@ pub struct OutputFile {
 
 #[derive(Debug)]
 enum Sink {
-    Staged(tempfile::NamedTempFile),
+    /// Field order matters: the file is removed before it leaves the list.
+    Staged(tempfile::NamedTempFile, crate::staged::Listed),
     InPlace(File),
 }
 
@@ -114,7 +115,8 @@ impl OutputFile {
                     .permissions(std::fs::Permissions::from_mode(0o666))
                     .tempfile_in(parent(&target))
                     .map_err(OutputError::io("creating a file beside", &target))?;
-                Sink::Staged(staged)
+                let listed = crate::staged::list(staged.path());
+                Sink::Staged(staged, listed)
             }
             Kind::InPlace => {
                 let file = OpenOptions::new()
@@ -147,14 +149,14 @@ impl OutputFile {
     /// it is written in place. For libraries that open a path themselves.
     pub fn staging_path(&self) -> &Path {
         match &self.sink {
-            Sink::Staged(t) => t.path(),
+            Sink::Staged(t, _) => t.path(),
             Sink::InPlace(_) => &self.target,
         }
     }
 
     fn file(&mut self) -> &mut File {
         match &mut self.sink {
-            Sink::Staged(t) => t.as_file_mut(),
+            Sink::Staged(t, _) => t.as_file_mut(),
             Sink::InPlace(f) => f,
         }
     }
@@ -170,7 +172,7 @@ impl OutputFile {
     pub fn commit(self) -> Result<(), OutputError> {
         let OutputFile { target, sink } = self;
         match sink {
-            Sink::Staged(staged) => {
+            Sink::Staged(staged, _listed) => {
                 staged
                     .as_file()
                     .sync_all()
@@ -198,7 +200,7 @@ impl OutputFile {
     pub fn commit_from(self, done: &Path) -> Result<(), OutputError> {
         let OutputFile { target, sink } = self;
         match sink {
-            Sink::Staged(staged) => {
+            Sink::Staged(staged, _listed) => {
                 std::fs::rename(done, &target).map_err(OutputError::io("renaming into", &target))?;
                 drop(staged);
             }

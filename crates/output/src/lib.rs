@@ -51,10 +51,12 @@
 mod dir;
 mod file;
 mod private;
+mod staged;
 
 pub use dir::OutputDir;
 pub use file::{private_file, write, OutputFile};
 pub use private::{holds, private_dir};
+pub use staged::remove_staged;
 
 use std::path::PathBuf;
 

@@ -287,6 +287,8 @@ impl ReadAhead {
 /// Ends the process: see the module docs.
 fn fatal(packed: &Packed, what: String) -> ! {
     eprintln!("ccvm: {}: {what}; stopping", packed.path().display());
+    // Outputs being written are not left half-staged (signal-safe).
+    ccvm_output::remove_staged();
     // SAFETY: _exit ends the process at once.
     unsafe { libc::_exit(ccvm_runtime::FATAL_EXIT) }
 }

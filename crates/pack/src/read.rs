@@ -78,7 +78,16 @@ impl Packed {
         if options.direct {
             open.custom_flags(libc::O_DIRECT);
         }
-        let file = open.open(path).map_err(io)?;
+        let file = open.open(path).map_err(|e| {
+            if options.direct && e.raw_os_error() == Some(libc::EINVAL) {
+                PackError::Io(format!(
+                    "{}: its file system does not take O_DIRECT reads (tmpfs does not); add --buffered",
+                    path.display()
+                ))
+            } else {
+                io(e)
+            }
+        })?;
         let file_bytes = file.metadata().map_err(io)?.len();
         // The header and index through a buffered descriptor: O_DIRECT
         // wants aligned buffers, and these are read once.

@@ -212,8 +212,19 @@ pub const POLICIES: &[PolicyInfo] = &[
 
 /// A policy name neither [`POLICIES`] nor `fixedN` knows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown policy '{0}'; known: {known}, fixedN (N% compressed)", known = names().join(", "))]
+#[error("{}", unknown_policy_message(.0))]
 pub struct UnknownPolicy(pub String);
+
+fn unknown_policy_message(name: &str) -> String {
+    let n = name.strip_prefix("fixed").and_then(|n| n.parse::<u64>().ok());
+    match n {
+        Some(n) => format!("policy '{name}': a fixed split takes N from 0 to 100 (N% compressed), not {n}"),
+        None => format!(
+            "unknown policy '{name}'; known: {}, fixedN (N from 0 to 100: N% compressed)",
+            names().join(", ")
+        ),
+    }
+}
 
 /// The policy called `name`, made for a budget.
 ///

@@ -87,7 +87,23 @@ pub fn check_mount_point(dir: &Path) -> Result<(), String> {
             "FUSE is not available on this machine (no /dev/fuse): load the fuse module or run where it is".into(),
         );
     }
-    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot mount on {}: {e}", dir.display()))?;
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        return Err(format!(
+            "cannot open /dev/fuse ({e}): mounting needs root, or read-write access to /dev/fuse and fusermount3"
+        ));
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            // A filesystem whose server was killed is still mounted there.
+            format!(
+                "cannot mount on {}: a filesystem whose server ended is still mounted there; \
+                 `umount -l {0}` (or `fusermount -u {0}`) first",
+                dir.display()
+            )
+        } else {
+            format!("cannot mount on {}: {e}", dir.display())
+        }
+    })?;
     if !meta.is_dir() {
         return Err(format!("cannot mount on {}: not a directory", dir.display()));
     }

@@ -129,6 +129,10 @@ impl RuntimeConfig {
         2 * Self::STORE_CHUNK as u64
     }
 
+    /// The smallest RAM budget a region takes: the store's reserve, and
+    /// room for a few pages beside it so that paging can make progress.
+    pub const MIN_RAM_BYTES: u64 = 64 << 10;
+
     /// Bytes of each chunk the compression cache's store takes: small, so
     /// that a cache that holds little takes little.
     pub const STORE_CHUNK: usize = 16 * 1024;

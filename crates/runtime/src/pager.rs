@@ -130,6 +130,8 @@ pub(crate) struct Pager {
 /// safe to enter.
 fn fatal(what: impl std::fmt::Display) -> ! {
     eprintln!("ccvm: {what}; stopping");
+    // Outputs being written are not left half-staged (signal-safe).
+    ccvm_output::remove_staged();
     // SAFETY: _exit ends the process at once; nothing runs after it.
     unsafe { libc::_exit(FATAL_EXIT) }
 }

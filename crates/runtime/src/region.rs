@@ -73,9 +73,9 @@ impl Region {
     /// error of the system call, swap file or trace file that failed.
     pub fn new(bytes: usize, config: RuntimeConfig) -> Result<Region, RuntimeError> {
         let len = bytes.max(PAGE_SIZE).next_multiple_of(PAGE_SIZE);
-        if config.policy_budget().ram_bytes < 2 * PAGE_SIZE as u64 {
+        if config.ram_bytes < RuntimeConfig::MIN_RAM_BYTES {
             return Err(RuntimeError::Config(format!(
-                "a RAM budget of {} bytes leaves under two pages beside the store's reserve; give at least 64K",
+                "a RAM budget of {} bytes is below the least ccvm pages with; give at least 64K",
                 config.ram_bytes
             )));
         }

@@ -55,6 +55,15 @@ pub enum SwapError {
         /// The cause.
         source: io::Error,
     },
+    /// The directory's file system does not take direct I/O (tmpfs).
+    #[error(
+        "cannot create a swap file in {dir}: its file system does not take O_DIRECT files (tmpfs does not); \
+         choose a directory on a disk with --swap-dir"
+    )]
+    NoDirectIo {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The disk is full.
     #[error("swap file in {dir}: no space left on the device; free space or choose another --swap-dir")]
     Full {
@@ -155,9 +164,15 @@ impl SwapFile {
     /// Creates an unnamed swap file in `dir`; `latency` is added to every
     /// read from the device.
     pub fn create(dir: &Path, latency: Duration) -> Result<SwapFile, SwapError> {
-        let create = |source| SwapError::Create {
-            dir: dir.to_owned(),
-            source,
+        let create = |source: io::Error| {
+            if source.raw_os_error() == Some(libc::EINVAL) {
+                SwapError::NoDirectIo { dir: dir.to_owned() }
+            } else {
+                SwapError::Create {
+                    dir: dir.to_owned(),
+                    source,
+                }
+            }
         };
         let file = OpenOptions::new()
             .read(true)

@@ -10,6 +10,7 @@ use crate::SimError;
 
 /// Per image of a trace: compressed size (4096 when it does not shrink,
 /// as the store keeps it raw) and compress and decompress times.
+#[derive(Debug, Clone)]
 pub struct CodecCosts {
     /// Codec name.
     pub codec: String,
@@ -282,5 +283,70 @@ impl CodecCosts {
         } else {
             0.5
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trace of `images` distinct page images at `path`.
+    fn trace(path: &Path, images: u8) {
+        let header = ccvm_trace::Header {
+            workload: "t".into(),
+            seed: 1,
+            region_bytes: 64 * 4096,
+            window_pages: 1,
+        };
+        let mut w = ccvm_trace::TraceWriter::create(path, &header).unwrap();
+        for i in 0..images {
+            w.reference(u64::from(i), true).unwrap();
+            w.image(u64::from(i), &[i; 4096]).unwrap();
+        }
+        w.finish(1).unwrap();
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ccvm-costs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_cache_file_with_too_few_entries_is_measured_anew() {
+        let dir = scratch("short");
+        let path = dir.join("t.trace");
+        trace(&path, 3);
+        let cache = dir.join("costs");
+        let full = CodecCosts::cached(&path, 3, "lz4", 1, &cache).unwrap();
+        assert_eq!(full.size.len(), 3);
+        // The same identity, one entry: as a crafted or stale file would be.
+        let (len, mtime) = trace_id(&path).unwrap();
+        let mut one = full.clone();
+        for v in [&mut one.size, &mut one.compress_ns, &mut one.decompress_ns] {
+            v.truncate(1);
+        }
+        let file = cache.join(cache_name(&path, "lz4"));
+        std::fs::write(&file, one.encode(len, mtime)).unwrap();
+        let again = CodecCosts::cached(&path, 3, "lz4", 1, &cache).unwrap();
+        assert_eq!(again.size, full.size);
+        // A count no file could hold is refused without allocating it.
+        let mut crafted = one.encode(len, mtime);
+        crafted[24..32].copy_from_slice(&(u64::MAX / 4).to_le_bytes());
+        assert!(CodecCosts::decode(&crafted, "lz4", len, mtime).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn traces_of_one_name_in_two_folders_have_two_cache_files() {
+        let dir = scratch("names");
+        let (a, b) = (dir.join("a/t.trace"), dir.join("b/t.trace"));
+        std::fs::create_dir_all(a.parent().unwrap()).unwrap();
+        std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+        trace(&a, 2);
+        trace(&b, 2);
+        assert_ne!(cache_name(&a, "lz4"), cache_name(&b, "lz4"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

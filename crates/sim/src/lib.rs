@@ -26,6 +26,6 @@ mod stack;
 pub mod sweep;
 
 pub use costs::CodecCosts;
-pub use load::{SimError, Trace};
+pub use load::{SimError, Trace, MAX_SPARSE_PAGES};
 pub use run::{simulate, SimConfig, SimResult};
 pub use stack::lru_faults;

@@ -50,13 +50,35 @@ impl Trace {
             }
         }
         let footer = r.footer().expect("read to the end");
-        Ok(Trace {
+        let trace = Trace {
             header: r.header().clone(),
             footer,
             refs,
             images,
             image_count,
-        })
+        };
+        trace.check_size(path)?;
+        Ok(trace)
+    }
+
+    /// Refuses a trace whose region would make the simulator's per-page
+    /// tables (a few bytes a page) far larger than the trace itself: what
+    /// a file says may cost memory in proportion to the file, no more.
+    /// Regions up to [`MAX_SPARSE_PAGES`] pages are always accepted.
+    fn check_size(&self, path: &Path) -> Result<(), SimError> {
+        let named = self.refs.iter().map(|&p| p as u64 + 1).max().unwrap_or(0);
+        let pages = (self.header.region_bytes / PAGE_SIZE as u64).max(named);
+        let limit = MAX_SPARSE_PAGES.max(8 * (self.refs.len() + self.images.len()) as u64);
+        if pages > limit {
+            return Err(SimError::Config(format!(
+                "{}: the trace spans {pages} pages ({} GiB) with only {} references; ccvm simulates at most {limit} \
+                 pages for a trace of this length (is the file damaged, or its page numbers addresses?)",
+                path.display(),
+                pages >> 18,
+                self.refs.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Pages in the traced region.
@@ -110,9 +132,10 @@ impl Trace {
             };
             let page = parsed.ok().and_then(|p| u32::try_from(p).ok()).ok_or_else(|| {
                 SimError::Config(format!(
-                    "{}: line {}: '{field}' is not a page number below 2^32",
+                    "{}: line {}: {} is not a page number below 2^32",
                     path.display(),
-                    i + 1
+                    i + 1,
+                    quote(field)
                 ))
             })?;
             let next = ids.len() as u32;
@@ -122,7 +145,7 @@ impl Trace {
         let pages = refs.iter().max().map_or(0, |&m| m as u64 + 1);
         let mut images: Vec<(u64, u32, u32)> = ids.iter().map(|(&p, &id)| (0, p, id)).collect();
         images.sort_unstable();
-        Ok(Trace {
+        let trace = Trace {
             header: Header {
                 workload: path
                     .file_stem()
@@ -139,6 +162,22 @@ impl Trace {
             image_count: ids.len() as u32,
             refs,
             images,
-        })
+        };
+        trace.check_size(path)?;
+        Ok(trace)
     }
 }
+
+/// `text` as an error message may show it: quoted, control characters
+/// escaped (no terminal escapes reach the screen), and cut after 40
+/// characters.
+fn quote(text: &str) -> String {
+    let shown: String = text.chars().take(40).flat_map(char::escape_debug).collect();
+    let cut = if text.chars().count() > 40 { "..." } else { "" };
+    format!("'{shown}{cut}'")
+}
+
+/// The most pages a trace's region may span whatever its length (16 GiB
+/// of 4 KiB pages; per-page tables of about 64 MiB). Longer traces may span
+/// eight pages a reference.
+pub const MAX_SPARSE_PAGES: u64 = 1 << 22;

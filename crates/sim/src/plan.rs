@@ -200,6 +200,12 @@ pub fn trace_names(paths: &[PathBuf]) -> Vec<String> {
     names
 }
 
+/// Whether `path` names a plain page-number list (`.txt`, `.csv`) rather
+/// than a ccvm trace.
+fn is_plain(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("txt" | "csv"))
+}
+
 impl SweepPlan {
     /// The disk costs studied, ms, ascending, [`PAPER_DISK_MS`] among them.
     pub fn disk_costs(&self) -> Vec<f64> {
@@ -215,22 +221,15 @@ impl SweepPlan {
         trace.footer.run_time_ns as f64 * self.cpu_factor
     }
 
-    /// Loads the trace at `path` (a ccvm trace, or a plain `.txt`/`.csv`
-    /// list of page numbers) as `name`, chooses its sizes and measures its
-    /// codec costs, keeping them in `cost_cache` for the next sweep.
+    /// Reads the trace at `path` (a ccvm trace, or a plain `.txt`/`.csv`
+    /// list of page numbers) whole, so that a damaged, empty or oversized
+    /// trace is refused before any sweep work starts.
     ///
     /// # Errors
     ///
-    /// A damaged or empty trace, or a codec that cannot be timed.
-    pub fn load(
-        &self,
-        path: &Path,
-        name: String,
-        cost_cache: &Path,
-        progress: &mut dyn FnMut(Progress<'_>),
-    ) -> Result<Loaded, SimError> {
-        let plain = matches!(path.extension().and_then(|e| e.to_str()), Some("txt" | "csv"));
-        let trace = if plain {
+    /// A damaged, empty or oversized trace.
+    pub fn read(&self, path: &Path) -> Result<Trace, SimError> {
+        let trace = if is_plain(path) {
             Trace::import_plain(path, self.plain.run_time_ns)?
         } else {
             Trace::load(path)?
@@ -241,6 +240,25 @@ impl SweepPlan {
                 path.display()
             )));
         }
+        Ok(trace)
+    }
+
+    /// Takes the trace read from `path` (see [`SweepPlan::read`]) as
+    /// `name`, chooses its sizes and measures its codec costs, keeping them
+    /// in `cost_cache` for the next sweep.
+    ///
+    /// # Errors
+    ///
+    /// No size to simulate, or a codec that cannot be timed.
+    pub fn load(
+        &self,
+        path: &Path,
+        trace: Trace,
+        name: String,
+        cost_cache: &Path,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<Loaded, SimError> {
+        let plain = is_plain(path);
         let lru = lru_disk_faults(&trace);
         let run = self.run_time_ns(&trace);
         let region = interesting_region(&lru, PAPER_DISK_MS * 1e6, run);
@@ -264,6 +282,13 @@ impl SweepPlan {
         sizes.retain(|&m| m >= window && m <= footprint);
         sizes.sort_unstable();
         sizes.dedup();
+        if sizes.is_empty() {
+            return Err(SimError::Config(format!(
+                "{}: no memory size to simulate: the trace covers {}..={footprint} pages; give --pages in that range",
+                path.display(),
+                window.max(1)
+            )));
+        }
         let mut costs = Vec::new();
         if plain {
             let p = &self.plain;

@@ -71,11 +71,23 @@ impl TraceReader {
     /// A [`TraceError`] if the file cannot be opened or is not a ccvm trace
     /// of this version.
     pub fn open(path: &Path) -> Result<TraceReader, TraceError> {
-        let file = File::open(path).map_err(|e| TraceError {
+        let fail = |what: String| TraceError {
             path: path.to_owned(),
             where_: "header".into(),
-            what: format!("cannot open: {e}"),
-        })?;
+            what,
+        };
+        let file = File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
+        let meta = file.metadata().map_err(|e| fail(format!("cannot open: {e}")))?;
+        if meta.is_dir() {
+            return Err(fail("is a folder, not a trace; name a trace file in it".into()));
+        }
+        if !meta.is_file() {
+            // A simulation reads its trace twice (references, then images).
+            return Err(fail(
+                "is not a regular file (a pipe or a device): traces are read more than once; save it to a file first"
+                    .into(),
+            ));
+        }
         Self::from_reader(Box::new(file), path)
     }
 
