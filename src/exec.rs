@@ -193,7 +193,10 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     if let Some(why) = cannot_preload(&path, 0)? {
         bail!("{why}");
     }
-    // A report that cannot be written is refused before the program runs.
+    // The library's folder, paging itself and a report that cannot be
+    // written are each refused before the program runs.
+    let mut preload = preload_path()?.display().to_string();
+    crate::args::check_userfaultfd()?;
     let report_out = opts.report.as_ref().map(ccvm_output::OutputFile::create).transpose()?;
     let unpaged_wall = if opts.compare {
         Some(run_program(&opts.command, &[], true)?.0)
@@ -202,7 +205,6 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     };
     let reports = tempfile::tempdir().context("making a directory for the reports")?;
     opts.settings.report_dir = Some(reports.path().to_path_buf());
-    let mut preload = preload_path()?.display().to_string();
     if let Ok(more) = std::env::var("LD_PRELOAD") {
         preload = format!("{preload}:{more}");
     }

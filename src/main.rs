@@ -223,30 +223,35 @@ enum BenchCommand {
 
 #[derive(Args)]
 struct BenchKernelArgs {
-    /// A case NAME:SIZE:LIMIT (repeatable): the workload, its memory and the cgroup's memory limit.
-    /// (Default, when no --program is given either: graph:256M:128M and hashindex:256M:72M.)
+    /// A case NAME:SIZE:LIMIT[,LIMIT...] (repeatable): the workload, its memory and the cgroup memory limits the
+    /// kernel runs under. (Default, when no --program is given either: graph:256M:128M,160M,192M and
+    /// hashindex:256M:80M,104M,128M.)
     #[arg(long = "case", value_name = "CASE", value_parser = bench_kernel::parse_case)]
     cases: Vec<bench_kernel::Case>,
-    /// An unmodified program LABEL:LIMIT:PROGRAM ARGS... (repeatable; arguments split at white space), run
-    /// directly under the kernel's swap and through `ccvm exec`; its standard output is its checksum.
+    /// An unmodified program LABEL:LIMIT[,LIMIT...]:PROGRAM ARGS... (repeatable; arguments split at white space),
+    /// run directly under the kernel's swap and through `ccvm exec`; its standard output is its checksum.
     #[arg(long = "program", value_name = "PROGRAM", value_parser = bench_kernel::parse_program)]
     programs: Vec<bench_kernel::Case>,
     /// Kernel setups to compare (repeatable): zram-ALGORITHM (e.g. zram-lz4, zram-lzo-rle) or zswap-ALGORITHM
-    /// (a swap file behind zswap). ccvm runs at the first zram setup's total memory and at the limit.
+    /// (a swap file behind zswap).
     #[arg(long = "kernel", value_name = "SETUP", default_values = ["zram-lz4", "zram-lzo-rle", "zswap-lzo"])]
     kernels: Vec<String>,
-    /// Runs per row; the median is shown.
-    #[arg(long, default_value_t = 1)]
-    runs: usize,
+    /// Runs per row, 1 to 100; the median is shown.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    runs: u64,
     /// Folder for zswap's swap file (on a real disk).
     #[arg(long, default_value = "/var/tmp")]
     swap_dir: PathBuf,
     /// Extra flags for ccvm's runs, e.g. --ccvm-arg=--policy --ccvm-arg=adaptive.
     #[arg(long = "ccvm-arg", value_name = "FLAG", allow_hyphen_values = true)]
     ccvm_args: Vec<String>,
-    /// Run ccvm only at the kernel's total memory, not also at the bare cgroup limit.
+    /// ccvm's RAM budgets (comma-separated). Default: each cgroup limit, and each total memory the first zram
+    /// setup was measured to hold.
+    #[arg(long, value_delimiter = ',', value_parser = args::parse_bytes)]
+    ram: Vec<u64>,
+    /// Draw each case's wall time against measured memory (SVG and PNG) in this folder.
     #[arg(long)]
-    equal_memory_only: bool,
+    figures: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -537,6 +542,10 @@ struct RunArgs {
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The workload's checksum from an earlier plain run (hexadecimal): the plain reference run is skipped, so
+    /// that a memory meter around this process sees the paged run alone (`bench kernel` uses it).
+    #[arg(long, hide = true, value_parser = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16))]
+    reference: Option<u64>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -659,6 +668,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 workload,
                 size: args.size,
                 seed: args.seed,
+                reference: args.reference,
                 config: ccvm_runtime::RuntimeConfig {
                     ram_bytes: args.ram,
                     uncompressed_share: args.uncompressed_share,
@@ -683,9 +693,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Exec(args) => {
             args::check_budget("--ram", args.ram)?;
             args::check_pages("--heap", args.heap)?;
-            if !args.unpaged {
-                args::check_userfaultfd()?;
-            }
             let settings = ccvm_runtime::ExecSettings {
                 ram_bytes: args.ram,
                 heap_bytes: args.heap,
@@ -828,13 +835,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             bench_codecs::run(&opts, args.output.format())
         }
         Command::Bench(BenchCommand::Kernel(args)) => {
-            if args.runs == 0 {
-                anyhow::bail!("--runs must be at least 1");
+            for &ram in &args.ram {
+                args::check_budget("--ram", ram)?;
             }
             let mut cases = args.cases;
             cases.extend(args.programs);
             if cases.is_empty() {
-                cases = ["graph:256M:128M", "hashindex:256M:72M"]
+                cases = ["graph:256M:128M,160M,192M", "hashindex:256M:80M,104M,128M"]
                     .iter()
                     .map(|c| bench_kernel::parse_case(c).expect("valid default cases"))
                     .collect();
@@ -842,10 +849,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let plan = bench_kernel::Plan {
                 cases,
                 kernels: args.kernels,
-                runs: args.runs,
+                runs: args.runs as usize,
                 swap_dir: args.swap_dir,
                 ccvm_args: args.ccvm_args,
-                at_limit: !args.equal_memory_only,
+                ccvm_rams: args.ram,
+                figures: args.figures,
             };
             bench_kernel::run(&plan, args.output.format())
         }

@@ -43,13 +43,27 @@ pub enum Job {
     },
 }
 
-/// One job under one cgroup limit.
+/// One job under a range of cgroup limits.
 #[derive(Debug, Clone)]
 pub struct Case {
     /// What runs.
     pub job: Job,
-    /// The cgroup's memory limit, bytes.
-    pub limit: u64,
+    /// The cgroup memory limits the kernel runs under, bytes, ascending.
+    pub limits: Vec<u64>,
+}
+
+/// Parses a comma-separated list of limits, e.g. `96M,128M,160M`.
+fn parse_limits(s: &str) -> Result<Vec<u64>, String> {
+    let mut limits = s
+        .split(',')
+        .map(crate::args::parse_bytes)
+        .collect::<Result<Vec<u64>, String>>()?;
+    limits.sort_unstable();
+    limits.dedup();
+    if limits.first().is_none_or(|&l| l < 4 << 20) {
+        return Err(format!("'{s}': every limit must be at least 4M"));
+    }
+    Ok(limits)
 }
 
 impl Case {
@@ -62,20 +76,20 @@ impl Case {
     }
 }
 
-/// Parses `NAME:SIZE:LIMIT`, e.g. `graph:256M:128M`.
+/// Parses `NAME:SIZE:LIMIT[,LIMIT...]`, e.g. `graph:256M:96M,128M,160M`.
 pub fn parse_case(s: &str) -> Result<Case, String> {
     let parts: Vec<&str> = s.split(':').collect();
-    let [workload, size, limit] = parts[..] else {
+    let [workload, size, limits] = parts[..] else {
         return Err(format!(
-            "'{s}' is not a case; write NAME:SIZE:LIMIT, e.g. graph:256M:128M"
+            "'{s}' is not a case; write NAME:SIZE:LIMIT[,LIMIT...], e.g. graph:256M:96M,128M"
         ));
     };
     ccvm_workload::by_name(workload)?;
     let size = crate::args::parse_bytes(size)?;
-    let limit = crate::args::parse_bytes(limit)?;
-    if limit >= size {
+    let limits = parse_limits(limits)?;
+    if limits.iter().any(|&l| l >= size) {
         return Err(format!(
-            "in '{s}' the limit is not below the size: nothing would be swapped"
+            "in '{s}' a limit is not below the size: nothing would be swapped"
         ));
     }
     Ok(Case {
@@ -83,12 +97,12 @@ pub fn parse_case(s: &str) -> Result<Case, String> {
             name: workload.into(),
             size,
         },
-        limit,
+        limits,
     })
 }
 
-/// Parses `LABEL:LIMIT:PROGRAM ARGS...` (arguments split at white space),
-/// e.g. `python:150M:/usr/bin/python3 dicts.py`.
+/// Parses `LABEL:LIMIT[,LIMIT...]:PROGRAM ARGS...` (arguments split at
+/// white space), e.g. `python:100M,150M:/usr/bin/python3 dicts.py`.
 pub fn parse_program(s: &str) -> Result<Case, String> {
     let mut parts = s.splitn(3, ':');
     let (Some(label), Some(limit), Some(command)) = (parts.next(), parts.next(), parts.next()) else {
@@ -105,7 +119,7 @@ pub fn parse_program(s: &str) -> Result<Case, String> {
             label: label.into(),
             command,
         },
-        limit: crate::args::parse_bytes(limit)?,
+        limits: parse_limits(limit)?,
     })
 }
 
@@ -144,26 +158,34 @@ pub fn plain_child(workload: &str, size: u64, seed: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A row of the table.
+/// A row of the table: one system at one setting, medians of the runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelRow {
     /// `workload size`.
     pub case: String,
-    /// What ran: plain, kernel zram-lz4, ccvm, …
+    /// What ran: plain memory, kernel zram-lz4, ccvm, …
     pub system: String,
-    /// Memory it held: the limit plus what compressed swap held at its peak.
+    /// The setting, MiB: the kernel's cgroup limit, or ccvm's `--ram`.
+    pub setting_mib: f64,
+    /// Memory it held as the kernel counts it, MiB: the cgroup's peak
+    /// charge (`memory.max_usage_in_bytes`) of every process of the run,
+    /// plus zram's pool at its peak (`mem_used_max`), which no cgroup is
+    /// charged for. ccvm's runs are metered in a cgroup without a limit.
     pub memory_mib: f64,
     /// Median wall time of the runs, seconds.
     pub wall_s: f64,
     /// Wall time over plain memory's.
     pub slowdown: f64,
+    /// Wall time less plain memory's, seconds: the time paging cost.
+    pub paging_s: f64,
     /// Faults that brought a page back (major faults; ccvm: cache + disk).
     pub faults: u64,
     /// Every run's checksum equals plain memory's.
     pub checksum_ok: bool,
     /// Runs whose median is shown.
     pub runs: usize,
-    /// Attempts the cgroup's OOM killer ended (each was tried again).
+    /// Attempts the cgroup's OOM killer ended (reported; each was tried
+    /// again, up to [`KERNEL_ATTEMPTS`] per run wanted).
     pub oom_kills: usize,
 }
 
@@ -172,9 +194,11 @@ impl Row for KernelRow {
         &[
             "case",
             "system",
+            "setting MiB",
             "memory MiB",
             "wall s",
             "slowdown",
+            "paging s",
             "faults",
             "checksum",
             "runs",
@@ -182,72 +206,89 @@ impl Row for KernelRow {
         ]
     }
     fn cells(&self) -> Vec<String> {
-        if self.runs == 0 {
-            let mut c = vec![
-                self.case.clone(),
-                self.system.clone(),
-                format!("{:.1}", self.memory_mib),
-            ];
-            c.extend(["-", "-", "-", "-"].map(String::from));
-            c.extend([self.runs.to_string(), self.oom_kills.to_string()]);
-            return c;
-        }
-        vec![
+        let mut c = vec![
             self.case.clone(),
             self.system.clone(),
-            format!("{:.1}", self.memory_mib),
-            format!("{:.2}", self.wall_s),
-            format!("{:.2}x", self.slowdown),
-            self.faults.to_string(),
-            if self.checksum_ok { "ok" } else { "DIFFERS" }.into(),
-            self.runs.to_string(),
-            self.oom_kills.to_string(),
-        ]
+            format!("{:.0}", self.setting_mib),
+        ];
+        if self.runs == 0 {
+            c.extend(["-", "-", "-", "-", "-", "-"].map(String::from));
+        } else {
+            c.extend([
+                format!("{:.1}", self.memory_mib),
+                format!("{:.2}", self.wall_s),
+                format!("{:.2}x", self.slowdown),
+                format!("{:.2}", self.paging_s),
+                self.faults.to_string(),
+                if self.checksum_ok { "ok" } else { "DIFFERS" }.into(),
+            ]);
+        }
+        c.extend([self.runs.to_string(), self.oom_kills.to_string()]);
+        c
     }
 }
 
 /// What `ccvm bench kernel` runs.
 pub struct Plan {
-    /// The cases.
+    /// The cases, each with its range of cgroup limits.
     pub cases: Vec<Case>,
-    /// The kernel setups: zram-ALGORITHM or zswap.
+    /// The kernel setups: zram-ALGORITHM or zswap-ALGORITHM.
     pub kernels: Vec<String>,
     /// Runs per row (the median is shown).
     pub runs: usize,
     /// Folder of zswap's swap file.
     pub swap_dir: PathBuf,
-    /// Extra `ccvm run` flags (e.g. `--policy adaptive`).
+    /// Extra `ccvm run`/`ccvm exec` flags (e.g. `--policy adaptive`).
     pub ccvm_args: Vec<String>,
-    /// Also run ccvm at the cgroup limit (less memory than the kernel).
-    pub at_limit: bool,
+    /// ccvm's `--ram` settings; empty: each cgroup limit, and each total the
+    /// first zram setup was measured to hold.
+    pub ccvm_rams: Vec<u64>,
+    /// Draw wall time against memory, a line per system, in this folder.
+    pub figures: Option<PathBuf>,
 }
 
-/// The demo's case: small enough to keep the demo under a minute, large
-/// enough that the kernel completes under its limit.
+/// The demo's case: small enough to keep the demo near a minute, with
+/// limits at which both systems page.
 pub fn demo_case() -> Case {
-    parse_case("graph:128M:80M").expect("a valid case")
+    parse_case("graph:128M:72M,96M").expect("a valid case")
 }
 
 /// The completed runs of one row.
 struct Measured {
     walls: Vec<f64>,
     faults: Vec<f64>,
+    memory: Vec<f64>,
     ok: bool,
 }
 
 impl Measured {
+    fn new() -> Measured {
+        Measured {
+            walls: Vec::new(),
+            faults: Vec::new(),
+            memory: Vec::new(),
+            ok: true,
+        }
+    }
+
     /// The row: medians of the runs, slowdown against `plain_s`.
-    fn row(self, case: &str, system: String, memory: u64, plain_s: f64, oom_kills: usize) -> KernelRow {
+    fn row(self, case: &str, system: String, setting: u64, plain_s: f64, oom_kills: usize) -> KernelRow {
         let runs = self.walls.len();
-        let wall_s = median(self.walls);
+        let (wall_s, memory) = if runs == 0 {
+            (f64::NAN, f64::NAN)
+        } else {
+            (median(self.walls), median(self.memory))
+        };
         KernelRow {
             case: case.to_string(),
             system,
-            memory_mib: mib(memory),
+            setting_mib: mib(setting),
+            memory_mib: mib(memory as u64),
             wall_s,
             slowdown: wall_s / plain_s,
-            faults: median(self.faults) as u64,
-            checksum_ok: self.ok,
+            paging_s: (wall_s - plain_s).max(0.0),
+            faults: if runs == 0 { 0 } else { median(self.faults) as u64 },
+            checksum_ok: self.ok && runs > 0,
             runs,
             oom_kills,
         }
@@ -271,26 +312,14 @@ fn output_hash(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-/// Runs the case's job in a child, in `cgroup` if given; samples `probe`
-/// (memory held by compressed swap) every 10 ms and returns its peak.
 /// Attempts per kernel run wanted before the row is given up as killed.
-const KERNEL_ATTEMPTS: usize = 10;
+const KERNEL_ATTEMPTS: usize = 3;
 
-fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<(PlainRun, u64)> {
-    let mut cmd = match &case.job {
-        Job::Workload { name, size } => {
-            let mut cmd = Command::new(std::env::current_exe()?);
-            cmd.args(["bench", "plain-child", "--workload", name, "--size"])
-                .arg(size.to_string());
-            cmd
-        }
-        Job::Program { command, .. } => {
-            let mut cmd = Command::new(&command[0]);
-            cmd.args(&command[1..]).stderr(Stdio::null());
-            cmd
-        }
-    };
-    cmd.stdout(Stdio::piped());
+/// Makes `cmd`'s process join `cgroup` before it runs, with transparent
+/// huge pages off (4 KiB pages, as ccvm's regions use: with huge pages the
+/// kernel swaps 2 MiB folios, and its cgroup OOM killer ended runs while
+/// charging their swap-ins).
+fn in_cgroup(cmd: &mut Command, cgroup: Option<&Cgroup>) -> anyhow::Result<()> {
     let procs = match cgroup {
         Some(cg) => Some(std::ffi::CString::new(cg.procs().to_string_lossy().into_owned())?),
         None => None,
@@ -298,10 +327,7 @@ fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow:
     // SAFETY: the hook runs in the child between fork and exec and makes
     // only async-signal-safe calls (prctl, open, write, close).
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            // 4 KiB pages, as ccvm's regions use: with transparent huge
-            // pages the kernel swaps 2 MiB folios, and its cgroup OOM
-            // killer ended runs while charging their swap-ins.
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
             libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
             if let Some(procs) = &procs {
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
@@ -318,16 +344,42 @@ fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow:
             Ok(())
         })
     };
+    Ok(())
+}
+
+/// What a child run gave: its standard output, status, usage and wall time.
+struct ChildRun {
+    out: Vec<u8>,
+    status: std::process::ExitStatus,
+    usage: libc::rusage,
+    wall: std::time::Duration,
+    /// The peak of what `probe` sampled (compressed swap's pool).
+    probed: u64,
+}
+
+/// Runs `cmd` to its end, sampling `probe` every 10 ms and, if `cgroup`
+/// is given, flushing its statistics every 20 ms (the work-around in
+/// `docs/kernel.md`).
+fn run_child(mut cmd: Command, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<ChildRun> {
+    cmd.stdout(Stdio::piped());
+    in_cgroup(&mut cmd, cgroup)?;
     let started = std::time::Instant::now();
     let mut child = cmd.spawn().context("starting the child")?;
     let pid = child.id() as libc::pid_t;
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let done = std::sync::atomic::AtomicBool::new(false);
-    let (out, status, usage, wall, peak) = std::thread::scope(|s| {
+    let (out, status, usage, wall, probed) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
             let mut peak = 0;
+            let mut tick = 0u64;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 peak = peak.max(probe());
+                if tick.is_multiple_of(2) {
+                    if let Some(cg) = cgroup {
+                        cg.flush_stats();
+                    }
+                }
+                tick += 1;
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             peak
@@ -350,72 +402,105 @@ fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow:
     });
     drop(child);
     let out = out.context("reading the child's output")?;
-    let status: std::process::ExitStatus =
-        std::os::unix::process::ExitStatusExt::from_raw(status.context("waiting for the child")?);
-    if std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL) && cgroup.is_some() {
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status.context("waiting for the child")?);
+    Ok(ChildRun {
+        out,
+        status,
+        usage,
+        wall,
+        probed,
+    })
+}
+
+/// Runs the case's job unpaged, in `cgroup` if given: (its report, the
+/// memory it held as measured: the cgroup's peak plus `probe`'s).
+fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<(PlainRun, u64)> {
+    let cmd = match &case.job {
+        Job::Workload { name, size } => {
+            let mut cmd = Command::new(std::env::current_exe()?);
+            cmd.args(["bench", "plain-child", "--workload", name, "--size"])
+                .arg(size.to_string());
+            cmd
+        }
+        Job::Program { command, .. } => {
+            let mut cmd = Command::new(&command[0]);
+            cmd.args(&command[1..]).stderr(Stdio::null());
+            cmd
+        }
+    };
+    let r = run_child(cmd, cgroup, probe)?;
+    if std::os::unix::process::ExitStatusExt::signal(&r.status) == Some(libc::SIGKILL) && cgroup.is_some() {
         bail!("killed by the cgroup's OOM killer");
     }
-    if !status.success() {
-        bail!("the child failed ({status})");
+    if !r.status.success() {
+        bail!("the child failed ({})", r.status);
     }
     let run = match &case.job {
-        Job::Workload { .. } => serde_json::from_slice(&out).context("reading the child's report")?,
+        Job::Workload { .. } => serde_json::from_slice(&r.out).context("reading the child's report")?,
         Job::Program { .. } => PlainRun {
-            checksum: output_hash(&out),
-            wall_s: wall.as_secs_f64(),
-            major_faults: usage.ru_majflt as u64,
-            max_rss_bytes: usage.ru_maxrss as u64 * 1024,
+            checksum: output_hash(&r.out),
+            wall_s: r.wall.as_secs_f64(),
+            major_faults: r.usage.ru_majflt as u64,
+            max_rss_bytes: r.usage.ru_maxrss as u64 * 1024,
         },
     };
-    Ok((run, peak))
+    let held = cgroup.map_or(run.max_rss_bytes, Cgroup::peak_bytes) + r.probed;
+    Ok((run, held))
+}
+
+/// One run of ccvm's.
+struct CcvmRun {
+    wall_s: f64,
+    faults: u64,
+    ok: bool,
+    /// The peak charge of ccvm's whole process tree, measured by a cgroup
+    /// without a limit.
+    memory: u64,
 }
 
 /// The case under ccvm in a child (`ccvm run --json`, or `ccvm exec` for a
-/// program): (wall s, cache + disk faults, checksum equals `want`).
-fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> anyhow::Result<(f64, u64, bool)> {
+/// program), metered in a cgroup without a limit.
+fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> anyhow::Result<CcvmRun> {
     let exe = std::env::current_exe()?;
     let num = |v: &serde_json::Value, p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    let meter = Cgroup::new(None)?;
     match &case.job {
         Job::Workload { name, size } => {
-            let out = Command::new(exe)
-                .args(["run", "--json", "--workload", name, "--size"])
+            let mut cmd = Command::new(exe);
+            // The checksum is known: the paged run alone is metered.
+            cmd.args(["run", "--json", "--workload", name, "--size"])
                 .arg(size.to_string())
                 .arg("--ram")
                 .arg(ram.to_string())
+                .arg(format!("--reference={want:x}"))
                 .args(extra)
-                .output()
-                .context("starting ccvm run")?;
-            if !out.status.success() {
-                bail!(
-                    "ccvm run failed ({}): {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
+                .stderr(Stdio::piped());
+            let r = run_child(cmd, Some(&meter), || 0)?;
+            if !r.status.success() {
+                bail!("ccvm run failed ({})", r.status);
             }
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading ccvm run's report")?;
-            Ok((
-                num(&v, "/wall_s"),
-                (num(&v, "/stats/faults_cache") + num(&v, "/stats/faults_disk")) as u64,
-                v.pointer("/checksum_ok")
-                    .and_then(serde_json::Value::as_bool)
-                    .unwrap_or(false),
-            ))
+            let v: serde_json::Value = serde_json::from_slice(&r.out).context("reading ccvm run's report")?;
+            Ok(CcvmRun {
+                wall_s: num(&v, "/wall_s"),
+                faults: (num(&v, "/stats/faults_cache") + num(&v, "/stats/faults_disk")) as u64,
+                ok: v.pointer("/checksum_ok").and_then(serde_json::Value::as_bool) == Some(true),
+                memory: meter.peak_bytes(),
+            })
         }
         Job::Program { command, .. } => {
             let report = tempfile::NamedTempFile::new().context("a file for ccvm exec's report")?;
-            let out = Command::new(exe)
-                .args(["exec", "--ram"])
+            let mut cmd = Command::new(exe);
+            cmd.args(["exec", "--ram"])
                 .arg(ram.to_string())
                 .arg("--report")
                 .arg(report.path())
                 .args(extra)
                 .arg("--")
                 .args(command)
-                .stderr(Stdio::null())
-                .output()
-                .context("starting ccvm exec")?;
-            if !out.status.success() {
-                bail!("ccvm exec {} failed ({})", command.join(" "), out.status);
+                .stderr(Stdio::null());
+            let r = run_child(cmd, Some(&meter), || 0)?;
+            if !r.status.success() {
+                bail!("ccvm exec {} failed ({})", command.join(" "), r.status);
             }
             let v: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(report.path())?).context("reading ccvm exec's report")?;
@@ -424,12 +509,36 @@ fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> anyhow::Resul
                     .map(|p| num(p, "/stats/faults_cache") + num(p, "/stats/faults_disk"))
                     .sum()
             });
-            Ok((num(&v, "/wall_s"), faults as u64, output_hash(&out.stdout) == want))
+            Ok(CcvmRun {
+                wall_s: num(&v, "/wall_s"),
+                faults: faults as u64,
+                ok: output_hash(&r.out) == want,
+                memory: meter.peak_bytes(),
+            })
         }
     }
 }
 
-/// Runs the plan and prints the table.
+/// The kernel setups' configuration, as the table's readers need it.
+fn kernel_config(plan: &Plan) -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|v| v.trim().to_string())
+            .unwrap_or("?".into())
+    };
+    format!(
+        "kernel: {}; vm.swappiness {}, vm.page-cluster 0 under zram ({} otherwise); zram disksize twice the \
+         footprint; zswap behind a swap file in {}, max_pool_percent {}; transparent huge pages off for every run",
+        read("/proc/sys/kernel/osrelease"),
+        read("/proc/sys/vm/swappiness"),
+        read("/proc/sys/vm/page-cluster"),
+        plan.swap_dir.display(),
+        read("/sys/module/zswap/parameters/max_pool_percent"),
+    )
+}
+
+/// Runs the plan and prints the table, then each case's comparison at
+/// equal measured memory.
 ///
 /// # Errors
 ///
@@ -437,119 +546,189 @@ fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> anyhow::Resul
 /// child that failed.
 pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
     check_machine()?;
+    let figures = plan.figures.as_ref().map(ccvm_output::OutputDir::create).transpose()?;
+    eprintln!("{}", kernel_config(plan));
     let mut rows = Vec::new();
     for case in &plan.cases {
         let label = case.label();
+        let first = rows.len();
         eprintln!("{label}: plain memory");
-        let mut plain_runs = Vec::new();
+        let mut plain = Measured::new();
+        let mut want = None;
         for _ in 0..plan.runs {
-            plain_runs.push(plain_in(case, None, || 0)?.0);
+            let meter = Cgroup::new(None)?;
+            let (run, held) = plain_in(case, Some(&meter), || 0)?;
+            let want = *want.get_or_insert(run.checksum);
+            plain.ok &= run.checksum == want;
+            plain.walls.push(run.wall_s);
+            plain.faults.push(0.0);
+            plain.memory.push(held as f64);
         }
-        let want = plain_runs[0].checksum;
-        let plain_s = median(plain_runs.iter().map(|r| r.wall_s).collect());
-        let footprint = match case.job {
-            Job::Workload { size, .. } => size,
-            Job::Program { .. } => plain_runs.iter().map(|r| r.max_rss_bytes).max().unwrap_or(0),
-        };
-        rows.push(KernelRow {
-            case: label.clone(),
-            system: "plain memory".into(),
-            memory_mib: mib(footprint),
-            wall_s: plain_s,
-            slowdown: 1.0,
-            faults: 0,
-            checksum_ok: plain_runs.iter().all(|r| r.checksum == want),
-            runs: plan.runs,
-            oom_kills: 0,
-        });
-        let mut equal_total = None;
+        let want = want.expect("at least one run");
+        let plain_s = median(plain.walls.clone());
+        let footprint = median(plain.memory.clone()) as u64;
+        rows.push(plain.row(&label, "plain memory".into(), footprint, plain_s, 0));
         for kernel in &plan.kernels {
-            eprintln!("{label}: kernel {kernel}, limit {}M", case.limit >> 20);
-            let (mut walls, mut faults, mut peaks, mut ok) = (Vec::new(), Vec::new(), Vec::new(), true);
-            let mut charged = false;
-            let mut killed = None;
-            let mut oom_kills = 0;
-            // The kernel's cgroup OOM killer ends some runs at tight limits
-            // (charging a swap-in while reclaim lags); each is counted and
-            // tried again, up to KERNEL_ATTEMPTS per run wanted.
-            for _attempt in 0..KERNEL_ATTEMPTS * plan.runs {
-                if walls.len() == plan.runs {
-                    break;
-                }
-                let result = if let Some(alg) = kernel.strip_prefix("zram-") {
-                    let _zram = Zram::new(alg, 2 * footprint)?;
-                    let cg = Cgroup::new(case.limit)?;
-                    plain_in(case, Some(&cg), || Zram::memory().0).map(|(run, _)| (run, Zram::memory().1))
-                } else if let Some(alg) = kernel.strip_prefix("zswap-") {
-                    let _zswap = Zswap::new(&plan.swap_dir, 2 * footprint, alg)?;
-                    let cg = Cgroup::new(case.limit)?;
-                    charged = cg.charges_zswap();
-                    plain_in(case, Some(&cg), Zswap::pool_bytes)
-                } else {
-                    bail!("unknown kernel setup '{kernel}'; use zram-ALGORITHM or zswap-ALGORITHM");
-                };
-                let (run, peak) = match result {
-                    Ok(r) => r,
-                    Err(e) => {
-                        eprintln!("{label}: kernel {kernel}: {e:#}; trying again");
-                        oom_kills += 1;
-                        killed = Some(format!("{e:#}"));
-                        continue;
+            for &limit in &case.limits {
+                eprintln!("{label}: kernel {kernel}, limit {}M", limit >> 20);
+                let mut m = Measured::new();
+                let mut oom_kills = 0;
+                for _attempt in 0..KERNEL_ATTEMPTS * plan.runs {
+                    if m.walls.len() == plan.runs {
+                        break;
                     }
-                };
-                ok &= run.checksum == want;
-                walls.push(run.wall_s);
-                faults.push(run.major_faults as f64);
-                peaks.push(peak as f64);
+                    let result = if let Some(alg) = kernel.strip_prefix("zram-") {
+                        let _zram = Zram::new(alg, 2 * footprint)?;
+                        let cg = Cgroup::new(Some(limit))?;
+                        plain_in(case, Some(&cg), || 0).map(|(run, held)| (run, held + Zram::memory().1))
+                    } else if let Some(alg) = kernel.strip_prefix("zswap-") {
+                        let _zswap = Zswap::new(&plan.swap_dir, 2 * footprint, alg)?;
+                        let cg = Cgroup::new(Some(limit))?;
+                        let charged = cg.charges_zswap();
+                        plain_in(case, Some(&cg), Zswap::pool_bytes).map(|(run, held)| {
+                            // v2 charges the pool to the group: counted once.
+                            (run, if charged { cg.peak_bytes() } else { held })
+                        })
+                    } else {
+                        bail!("unknown kernel setup '{kernel}'; use zram-ALGORITHM or zswap-ALGORITHM");
+                    };
+                    match result {
+                        Ok((run, held)) => {
+                            m.ok &= run.checksum == want;
+                            m.walls.push(run.wall_s);
+                            m.faults.push(run.major_faults as f64);
+                            m.memory.push(held as f64);
+                        }
+                        Err(e) => {
+                            eprintln!("{label}: kernel {kernel} at {}M: {e:#}", limit >> 20);
+                            oom_kills += 1;
+                        }
+                    }
+                }
+                rows.push(m.row(&label, format!("kernel {kernel}"), limit, plain_s, oom_kills));
             }
-            if walls.is_empty() {
-                rows.push(KernelRow {
-                    case: label.clone(),
-                    system: format!("kernel {kernel}: {}", killed.unwrap_or_default()),
-                    memory_mib: mib(case.limit),
-                    wall_s: f64::NAN,
-                    slowdown: f64::NAN,
-                    faults: 0,
-                    checksum_ok: false,
-                    runs: 0,
-                    oom_kills,
-                });
-                continue;
-            }
-            let peak = median(peaks) as u64;
-            let held = case.limit + if charged { 0 } else { peak };
-            if equal_total.is_none() && kernel.starts_with("zram-") {
-                equal_total = Some(held);
-            }
-            let measured = Measured { walls, faults, ok };
-            rows.push(measured.row(&label, format!("kernel {kernel}"), held, plain_s, oom_kills));
         }
-        let mut ccvm_rams = Vec::new();
-        if plan.at_limit {
-            ccvm_rams.push(("at the cgroup limit", case.limit));
-        }
-        if let Some(total) = equal_total {
-            ccvm_rams.insert(0, ("equal total memory", total));
-        }
-        // `ccvm exec --ram` bounds the program's heap; the kernel's limit,
-        // what the cgroup is charged: anonymous memory and the file pages
-        // the program brought in. Shared libraries already cached were
-        // charged elsewhere, so the program's whole RSS is no fairer a
-        // measure.
-        for (what, ram) in ccvm_rams {
-            eprintln!("{label}: ccvm, {what} ({:.0}M)", mib(ram));
-            let (mut walls, mut faults, mut ok) = (Vec::new(), Vec::new(), true);
+        let mut rams: Vec<u64> = if plan.ccvm_rams.is_empty() {
+            // Each limit, and each total the first zram setup held: ccvm
+            // given what the kernel took, as a user comparing them would.
+            let first_zram = plan.kernels.iter().find(|k| k.starts_with("zram-"));
+            let totals = rows[first..]
+                .iter()
+                .filter(|r| r.runs > 0 && first_zram.is_some_and(|k| r.system == format!("kernel {k}")))
+                .map(|r| (r.memory_mib.floor() as u64) << 20);
+            case.limits.iter().copied().chain(totals).collect()
+        } else {
+            plan.ccvm_rams.clone()
+        };
+        rams.sort_unstable();
+        rams.dedup();
+        for ram in rams {
+            eprintln!("{label}: ccvm, --ram {:.0}M", mib(ram));
+            let mut m = Measured::new();
             for _ in 0..plan.runs {
-                let (wall, f, good) = ccvm_run(case, ram, &plan.ccvm_args, want)?;
-                walls.push(wall);
-                faults.push(f as f64);
-                ok &= good;
+                let r = ccvm_run(case, ram, &plan.ccvm_args, want)?;
+                m.walls.push(r.wall_s);
+                m.faults.push(r.faults as f64);
+                m.memory.push(r.memory as f64);
+                m.ok &= r.ok;
             }
-            let measured = Measured { walls, faults, ok };
-            rows.push(measured.row(&label, format!("ccvm, {what}"), ram, plain_s, 0));
+            rows.push(m.row(&label, "ccvm".into(), ram, plain_s, 0));
+        }
+        if let Some(dir) = &figures {
+            figure(dir.path(), &label, &rows[first..], plain_s)?;
         }
     }
-    report::print(&rows, format)
+    report::print(&rows, format)?;
+    if format == Format::Table {
+        print_comparison(&rows)?;
+    }
+    if let Some(dir) = figures {
+        eprintln!("figures in {}", dir.path().display());
+        dir.keep();
+    }
+    Ok(())
+}
+
+/// The best wall time `system` reached in `rows` with at most `memory` MiB
+/// measured: the lower envelope of its (memory, time) points.
+fn envelope<'a>(rows: &'a [KernelRow], system: &str, memory: f64) -> Option<&'a KernelRow> {
+    rows.iter()
+        .filter(|r| r.system == system && r.runs > 0 && r.memory_mib <= memory)
+        .min_by(|a, b| a.wall_s.total_cmp(&b.wall_s))
+}
+
+/// For each kernel point that paged, ccvm's best time within the same
+/// measured memory, and the ratio of their paging times.
+fn print_comparison(rows: &[KernelRow]) -> anyhow::Result<()> {
+    outln!("\nAt equal measured memory (ccvm's best run holding no more than the kernel did):")?;
+    for k in rows
+        .iter()
+        .filter(|r| r.system.starts_with("kernel") && r.runs > 0 && r.faults > 0)
+    {
+        let same_case: Vec<KernelRow> = rows.iter().filter(|r| r.case == k.case).cloned().collect();
+        match envelope(&same_case, "ccvm", k.memory_mib) {
+            Some(c) => outln!(
+                "{}: {} at {:.0}M held {:.1} MiB, paging {:.2} s; ccvm --ram {:.0}M held {:.1} MiB, paging {:.2} s: \
+                 {:.2}x the kernel's paging time",
+                k.case,
+                k.system,
+                k.setting_mib,
+                k.memory_mib,
+                k.paging_s,
+                c.setting_mib,
+                c.memory_mib,
+                c.paging_s,
+                c.paging_s / k.paging_s.max(1e-9)
+            )?,
+            None => outln!(
+                "{}: {} at {:.0}M held {:.1} MiB, paging {:.2} s; no ccvm run held that little",
+                k.case,
+                k.system,
+                k.setting_mib,
+                k.memory_mib,
+                k.paging_s
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// Wall time against measured memory, a line per system, plain memory's
+/// time as a floor.
+fn figure(dir: &std::path::Path, label: &str, rows: &[KernelRow], plain_s: f64) -> anyhow::Result<()> {
+    let mut systems: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.system != "plain memory")
+        .map(|r| r.system.as_str())
+        .collect();
+    systems.dedup();
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = systems
+        .iter()
+        .map(|&sys| {
+            let mut pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.system == sys && r.runs > 0)
+                .map(|r| (r.memory_mib, r.wall_s))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (sys.to_string(), pts)
+        })
+        .collect();
+    let xs: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|&(x, _)| x)).collect();
+    let (lo, hi) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    if lo <= hi {
+        series.push(("plain memory".into(), vec![(lo, plain_s), (hi, plain_s)]));
+    }
+    let f = crate::figures::Figure {
+        title: format!("{label}: wall time against memory held"),
+        x_label: "memory held, MiB (cgroup peak + compressed pool)",
+        y_label: "wall time, s",
+        log_y: true,
+        series,
+        shade: None,
+    };
+    let stem = format!("kernel_{}", label.replace([' ', '/'], "_"));
+    crate::figures::save(dir, &stem, &f)
 }
 
 #[cfg(test)]
@@ -560,7 +739,13 @@ mod tests {
     fn cases_parse_and_bad_ones_say_why() {
         let c = parse_case("graph:256M:128M").unwrap();
         assert!(matches!(&c.job, Job::Workload { name, size } if name == "graph" && *size == 256 << 20));
-        assert_eq!((c.limit, c.label()), (128 << 20, "graph 256M".to_string()));
+        assert_eq!(
+            (c.limits.clone(), c.label()),
+            (vec![128 << 20], "graph 256M".to_string())
+        );
+        let range = parse_case("graph:256M:160M,96M,128M").unwrap();
+        assert_eq!(range.limits, [96 << 20, 128 << 20, 160 << 20]);
+        assert!(parse_case("graph:256M:96M,1K").unwrap_err().contains("at least 4M"));
         assert!(parse_case("graph:256M").unwrap_err().contains("NAME:SIZE:LIMIT"));
         assert!(parse_case("nosuch:256M:128M").unwrap_err().contains("unknown workload"));
         assert!(parse_case("graph:128M:256M")
@@ -568,7 +753,7 @@ mod tests {
             .contains("not below the size"));
         let p = parse_program("python:150M:/usr/bin/python3 dicts.py -v").unwrap();
         assert!(matches!(&p.job, Job::Program { command, .. } if command == &["/usr/bin/python3", "dicts.py", "-v"]));
-        assert_eq!((p.limit, p.label()), (150 << 20, "python".to_string()));
+        assert_eq!((p.limits.clone(), p.label()), (vec![150 << 20], "python".to_string()));
         assert!(parse_program("python:150M")
             .unwrap_err()
             .contains("LABEL:LIMIT:PROGRAM"));
@@ -582,13 +767,42 @@ mod tests {
         let m = Measured {
             walls: vec![3.0, 1.0, 2.0],
             faults: vec![10.0, 30.0, 20.0],
+            memory: vec![70e6, 71e6, 69e6],
             ok: true,
         };
         let r = m.row("graph 256M", "ccvm".into(), 64 << 20, 0.5, 1);
         assert_eq!(
-            (r.wall_s, r.slowdown, r.faults, r.runs, r.oom_kills),
-            (2.0, 4.0, 20, 3, 1)
+            (r.wall_s, r.slowdown, r.paging_s, r.faults, r.runs, r.oom_kills),
+            (2.0, 4.0, 1.5, 20, 3, 1)
         );
-        assert_eq!(r.memory_mib, 64.0);
+        assert_eq!(r.setting_mib, 64.0);
+        assert_eq!(r.memory_mib, mib(70_000_000));
+        let none = Measured::new().row("graph 256M", "kernel zram-lz4".into(), 64 << 20, 0.5, 3);
+        assert!(!none.checksum_ok && none.runs == 0 && none.cells().contains(&"-".to_string()));
+    }
+
+    #[test]
+    fn equal_memory_takes_the_best_run_that_held_no_more() {
+        let row = |system: &str, memory_mib: f64, wall_s: f64| KernelRow {
+            case: "c".into(),
+            system: system.into(),
+            setting_mib: 0.0,
+            memory_mib,
+            wall_s,
+            slowdown: 1.0,
+            paging_s: wall_s - 1.0,
+            faults: 1,
+            checksum_ok: true,
+            runs: 1,
+            oom_kills: 0,
+        };
+        let rows = [
+            row("ccvm", 100.0, 9.0),
+            row("ccvm", 120.0, 3.0),
+            row("ccvm", 150.0, 2.0),
+        ];
+        assert_eq!(envelope(&rows, "ccvm", 130.0).map(|r| r.wall_s), Some(3.0));
+        assert_eq!(envelope(&rows, "ccvm", 110.0).map(|r| r.wall_s), Some(9.0));
+        assert!(envelope(&rows, "ccvm", 90.0).is_none());
     }
 }

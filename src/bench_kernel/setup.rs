@@ -90,8 +90,9 @@ impl Cgroup {
         bail!("no memory cgroup controller found under /sys/fs/cgroup (v1 or v2)")
     }
 
-    /// Makes a cgroup limited to `limit` bytes of memory.
-    pub fn new(limit: u64) -> anyhow::Result<Cgroup> {
+    /// Makes a cgroup limited to `limit` bytes of memory, or unlimited (a
+    /// meter: what its processes are charged, at its peak).
+    pub fn new(limit: Option<u64>) -> anyhow::Result<Cgroup> {
         let (root, version) = Self::root()?;
         if version == Version::V2 {
             // Children of the root get the memory controller only if the
@@ -101,14 +102,40 @@ impl Cgroup {
         let path = root.join(format!("ccvm-bench-{}", std::process::id()));
         std::fs::create_dir(&path).with_context(|| format!("making the cgroup {}", path.display()))?;
         let cgroup = Cgroup { path, version };
+        let value = limit.map_or("max".to_string(), |l| l.to_string());
         match version {
-            Version::V1 => write(cgroup.path.join("memory.limit_in_bytes"), &limit.to_string())?,
+            Version::V1 => write(
+                cgroup.path.join("memory.limit_in_bytes"),
+                if limit.is_some() { &value } else { "-1" },
+            )?,
             Version::V2 => {
-                write(cgroup.path.join("memory.max"), &limit.to_string())?;
+                write(cgroup.path.join("memory.max"), &value)?;
                 write(cgroup.path.join("memory.high"), "max")?;
             }
         }
         Ok(cgroup)
+    }
+
+    /// The most memory the group's processes were charged at once, bytes
+    /// (v1 `memory.max_usage_in_bytes`, v2 `memory.peak`): the kernel's own
+    /// meter, pages of files they read included.
+    pub fn peak_bytes(&self) -> u64 {
+        let file = match self.version {
+            Version::V1 => "memory.max_usage_in_bytes",
+            Version::V2 => "memory.peak",
+        };
+        read(self.path.join(file))
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Reads the group's `memory.stat`, which flushes the memory
+    /// controller's per-CPU statistics (see `docs/kernel.md`: reclaim
+    /// judges the inactive list by them, and left stale under thrashing they
+    /// make it scan nothing and give the charge up to the OOM killer).
+    pub fn flush_stats(&self) {
+        let _ = std::fs::read(self.path.join("memory.stat"));
     }
 
     /// The file a process writes its pid to, to join.
