@@ -50,7 +50,7 @@ use ccvm_codec::{same_filled_u64, Codec, CompressError, DecodeError, PAGE_SIZE};
 use thiserror::Error;
 
 use crate::alloc::{self, Slot, SlotAllocator};
-use crate::chunks::{ChunkSource, HeapChunks};
+use crate::chunks::{Chunk, ChunkSource, MappedChunks};
 use crate::table::{Entry, Place, Table};
 
 /// Bookkeeping bytes charged to a policy's budget per stored page. A
@@ -286,7 +286,7 @@ struct Worker {
 struct Inner {
     table: Table,
     alloc: Box<dyn SlotAllocator>,
-    chunks: Vec<Option<Box<[u8]>>>,
+    chunks: Vec<Option<Chunk>>,
     held: usize,
     source: Box<dyn ChunkSource>,
     chunk_size: usize,
@@ -333,7 +333,7 @@ impl Store {
     /// unknown codec or allocator, a chunk size that is not a power of two
     /// from 4096 to 1 GiB, or a huge threshold above a page.
     pub fn new(config: StoreConfig) -> Result<Store, ConfigError> {
-        Self::with_source(config, Box::new(HeapChunks))
+        Self::with_source(config, Box::new(MappedChunks::default()))
     }
 
     /// Makes a store that takes chunks from `source`.

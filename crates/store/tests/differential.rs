@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use ccvm_store::alloc::ALLOCATORS;
-use ccvm_store::chunks::{ChunkSource, FailingChunks, HeapChunks};
+use ccvm_store::chunks::{ChunkSource, FailingChunks, MappedChunks};
 use ccvm_store::{encode, Store, StoreConfig, StoreError, Stored};
 
 type Page = [u8; 4096];
@@ -190,7 +190,15 @@ fn real_pages() -> Vec<Page> {
 fn agrees_with_a_hashmap_without_a_limit() {
     let real = real_pages();
     for info in ALLOCATORS {
-        let (seen, stats) = run(info.name, usize::MAX, Box::new(HeapChunks), 250_000, &real, 1, 0);
+        let (seen, stats) = run(
+            info.name,
+            usize::MAX,
+            Box::new(MappedChunks::default()),
+            250_000,
+            &real,
+            1,
+            0,
+        );
         assert_eq!((seen.refusals, seen.out_of_memory), (0, 0));
         assert!(
             stats.pages > 1000 && stats.same_pages > 0 && stats.huge_pages > 0,
@@ -205,7 +213,15 @@ fn agrees_with_a_hashmap_under_a_tight_limit() {
     let real = real_pages();
     for info in ALLOCATORS {
         // About 1.5 MB: room for a few hundred of the 3000 page numbers.
-        let (seen, stats) = run(info.name, 1_500_000, Box::new(HeapChunks), 250_000, &real, 2, 0);
+        let (seen, stats) = run(
+            info.name,
+            1_500_000,
+            Box::new(MappedChunks::default()),
+            250_000,
+            &real,
+            2,
+            0,
+        );
         assert!(seen.refusals > 1000, "{}: {seen:?}", info.name);
         // The runtime's allocator must reclaim; others may always refuse
         // (power-of-two blocks leave no room elsewhere at this limit).
@@ -227,7 +243,15 @@ fn no_sequence_takes_the_store_past_its_limit() {
     // blocks, counted at 8 bytes, into free lists, at 16, grew its books.
     let real = real_pages();
     for info in ALLOCATORS {
-        run(info.name, 1_500_000, Box::new(HeapChunks), 250_000, &real, 2, 1);
+        run(
+            info.name,
+            1_500_000,
+            Box::new(MappedChunks::default()),
+            250_000,
+            &real,
+            2,
+            1,
+        );
     }
 }
 
