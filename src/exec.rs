@@ -39,6 +39,9 @@ struct Summary<'a> {
     wall_s: f64,
     unpaged_wall_s: Option<f64>,
     exit: String,
+    /// The most memory the program's process tree held, bytes: its summed
+    /// PSS, sampled every 50 ms (ccvm's helper processes are in the tree).
+    peak_pss_bytes: u64,
     /// The program's own process first, then any it exec'd or forked that
     /// were paged, by process id.
     processes: &'a [ExecReport],
@@ -219,7 +222,9 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     let mut child = cmd.envs(env).spawn().with_context(|| format!("running {program}"))?;
     let pid = child.id();
     forwarding.started(pid);
+    let meter = crate::meter::TreeMeter::start(pid);
     let status = child.wait().context("waiting for the program")?;
+    let peak_pss_bytes = meter.finish();
     drop(forwarding);
     let wall = started.elapsed();
     let (code, exit) = exit_of(status);
@@ -237,6 +242,7 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
         wall_s: wall.as_secs_f64(),
         unpaged_wall_s: unpaged_wall.map(|d| d.as_secs_f64()),
         exit,
+        peak_pss_bytes,
         processes: &processes,
     };
     if let Some(mut out) = report_out {
@@ -284,6 +290,11 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
         )?,
         None => writeln!(out, "wall time              {:.3} s", s.wall_s)?,
     }
+    writeln!(
+        out,
+        "memory held            {} MiB at most (the program's processes, PSS sampled every 50 ms)",
+        mib(s.peak_pss_bytes)
+    )?;
     if !s.processes.iter().any(|r| r.pid == pid) {
         writeln!(
             out,

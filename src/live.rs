@@ -51,6 +51,9 @@ pub struct RunReport {
     pub checksum: String,
     /// Whether it equals the checksum in plain memory.
     pub checksum_ok: bool,
+    /// The most memory ccvm's processes held during the paged run, bytes:
+    /// their summed PSS, sampled (see the `meter` module).
+    pub peak_pss_bytes: u64,
     /// The runtime's counters.
     pub stats: RuntimeStats,
 }
@@ -96,11 +99,13 @@ pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
         opts.workload.name,
         plain_time.as_secs_f64()
     ));
+    let meter = crate::meter::TreeMeter::start(std::process::id());
     let mut region = Region::new(opts.size as usize, opts.config.clone())?;
     let t = Instant::now();
     let got = (opts.workload.run)(region.as_mut_slice(), opts.seed);
     let wall = t.elapsed();
     let stats = region.finish()?;
+    let peak_pss_bytes = meter.finish();
     drop(activity);
     Ok(RunReport {
         label: label.into(),
@@ -113,6 +118,7 @@ pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
         plain_s: plain_time.as_secs_f64(),
         checksum: format!("{got:016x}"),
         checksum_ok: got == want,
+        peak_pss_bytes,
         stats,
     })
 }
@@ -158,6 +164,11 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
         r.plain_s
     )?;
     outln!("checksum               {} ({ok})", r.checksum)?;
+    outln!(
+        "memory held            {} MiB at most (ccvm's processes, PSS sampled every 50 ms) for --ram {} MiB",
+        mib(r.peak_pss_bytes),
+        mib(r.ram)
+    )?;
     print_stats(&mut std::io::stdout().lock(), s)?;
     if !r.checksum_ok {
         bail!("the paged run's checksum differs from plain memory's");

@@ -29,6 +29,7 @@ mod bench_store;
 mod exec;
 mod figures;
 mod live;
+mod meter;
 mod mount;
 mod pack;
 mod progress;
