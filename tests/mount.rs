@@ -254,3 +254,33 @@ fn a_full_filesystem_says_enospc_and_frees_space_on_delete() {
     m.unmount();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn hangup_and_quit_unmount_and_a_killed_server_is_named_next_time() {
+    for sig in [libc::SIGHUP, libc::SIGQUIT] {
+        let Some((dir, mut m)) = mount_or_skip("mount-signal", "16M") else {
+            return;
+        };
+        let mut child = m.child.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(started.elapsed() < Duration::from_secs(10), "signal {sig} did not end the mount");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let needle = format!(" {} fuse", dir.display());
+        assert!(!std::fs::read_to_string("/proc/mounts").unwrap().contains(&needle), "signal {sig} left it mounted");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    let Some((dir, mut m)) = mount_or_skip("mount-killed", "16M") else {
+        return;
+    };
+    let mut child = m.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = ccvm(&["mount", dir.to_str().unwrap()]);
+    fails_with_one_line(&out, &["umount -l", "fusermount -u"]);
+    let _ = Command::new("umount").arg("-l").arg(&dir).status();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
