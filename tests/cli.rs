@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{ccvm, fails_with_one_line, scratch_dir};
+use common::{ccvm, fails_with_one_line, scratch_dir, small_trace};
 
 #[test]
 fn bad_corpus_folders_and_files_give_one_line() {
@@ -252,16 +252,7 @@ fn run_reports_a_matching_checksum_and_the_faults() {
 fn trace_then_sweep_and_a_damaged_trace_gives_file_and_offset() {
     let dir = scratch_dir("sim");
     let trace = dir.join("s.trace");
-    let out = ccvm(&[
-        "trace",
-        "--workload",
-        "sortmerge",
-        "--size",
-        "1M",
-        "-o",
-        trace.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    small_trace(&trace);
     let results = dir.join("results");
     let out = ccvm(&[
         "sim",

@@ -10,16 +10,25 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{ccvm, fails_with_one_line, scratch_dir};
+use common::{ccvm, fails_with_one_line, quick_sweep, scratch_dir, small_trace};
 
 fn s(p: &Path) -> String {
     p.to_str().unwrap().to_string()
 }
 
-/// A small ccvm trace of the sortmerge workload at `path`.
-fn small_trace(path: &Path) {
-    let out = ccvm(&["trace", "--workload", "sortmerge", "--size", "1M", "-o", &s(path)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+/// Runs `ccvm args` with `TMPDIR=tmp`, sends it SIGINT after 1.5 s, and
+/// returns how it ended.
+fn interrupted(args: &[&str], tmp: &Path) -> std::process::ExitStatus {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ccvm"))
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    child.wait().unwrap()
 }
 
 /// What is left in `dir` besides `keep`.
@@ -160,15 +169,10 @@ fn a_failed_or_interrupted_run_keeps_the_previous_output() {
     // A trace interrupted half-way leaves the previous trace, and no stray file.
     let trace = dir.join("t.trace");
     std::fs::write(&trace, "previous trace").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ccvm"))
-        .args(["trace", "--workload", "graph", "--size", "64M", "-o", &s(&trace)])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let status = interrupted(
+        &["trace", "--workload", "graph", "--size", "64M", "-o", &s(&trace)],
+        &dir,
+    );
     assert!(!status.success());
     assert_eq!(std::fs::read_to_string(&trace).unwrap(), "previous trace");
     let left = leftovers(&dir, &["data.bin", "data.ccz", "bf.out", "t.trace"]);
@@ -205,22 +209,7 @@ fn traces_are_named_apart_and_their_costs_never_shared() {
     ]);
     assert!(out.status.success());
     let results = dir.join("results");
-    let out = ccvm(&[
-        "sim",
-        "sweep",
-        &s(&a.join("s.trace")),
-        &s(&b.join("s.trace")),
-        "--out",
-        &s(&results),
-        "--sizes",
-        "2",
-        "--runs",
-        "1",
-        "--policy",
-        "adaptive",
-        "--codec",
-        "wkdm",
-    ]);
+    let out = quick_sweep(&[&a.join("s.trace"), &b.join("s.trace")], &results);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(results.join("sweep.csv")).unwrap();
     assert!(csv.contains("a_s_trace,") && csv.contains("b_s_trace,"), "{csv}");
@@ -349,25 +338,18 @@ fn interrupted_and_piped_runs_leave_nothing_behind() {
     // SIGINT sent to `trace --exec`: the program is stopped too, and its
     // traces' folder removed.
     let out_dir = scratch_dir("interrupted-out");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ccvm"))
-        .args([
-            "trace",
-            "--exec",
-            "-o",
-            &s(&out_dir.join("t.trace")),
-            "--",
-            "/bin/sh",
-            "-c",
-            "sleep 0.5; exec sleep 30",
-        ])
-        .env("TMPDIR", &tmp)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let t_out = s(&out_dir.join("t.trace"));
+    let args = [
+        "trace",
+        "--exec",
+        "-o",
+        &t_out,
+        "--",
+        "/bin/sh",
+        "-c",
+        "sleep 0.5; exec sleep 30",
+    ];
+    let status = interrupted(&args, &tmp);
     assert!(!status.success());
     assert!(leftovers(&out_dir, &[]).is_empty(), "{:?}", leftovers(&out_dir, &[]));
     let sleeping = Command::new("pgrep").args(["-f", "exec sleep 30"]).output();
@@ -376,24 +358,9 @@ fn interrupted_and_piped_runs_leave_nothing_behind() {
     }
 
     if Command::new("valgrind").arg("--version").output().is_ok() {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ccvm"))
-            .args([
-                "sim",
-                "record-lines",
-                "-o",
-                &s(&out_dir.join("l.cclt")),
-                "--",
-                "/bin/sleep",
-                "30",
-            ])
-            .env("TMPDIR", &tmp)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        assert!(!child.wait().unwrap().success());
+        let l_out = s(&out_dir.join("l.cclt"));
+        let status = interrupted(&["sim", "record-lines", "-o", &l_out, "--", "/bin/sleep", "30"], &tmp);
+        assert!(!status.success());
         assert!(
             leftovers(&tmp, &[]).iter().all(|n| n.starts_with("ccvm-")),
             "{:?}",

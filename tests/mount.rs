@@ -266,11 +266,17 @@ fn hangup_and_quit_unmount_and_a_killed_server_is_named_next_time() {
         unsafe { libc::kill(child.id() as i32, sig) };
         let started = Instant::now();
         while child.try_wait().unwrap().is_none() {
-            assert!(started.elapsed() < Duration::from_secs(10), "signal {sig} did not end the mount");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "signal {sig} did not end the mount"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         let needle = format!(" {} fuse", dir.display());
-        assert!(!std::fs::read_to_string("/proc/mounts").unwrap().contains(&needle), "signal {sig} left it mounted");
+        assert!(
+            !std::fs::read_to_string("/proc/mounts").unwrap().contains(&needle),
+            "signal {sig} left it mounted"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
     let Some((dir, mut m)) = mount_or_skip("mount-killed", "16M") else {

@@ -9,7 +9,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{ccvm, fails_with_one_line, scratch_dir};
+use common::{ccvm, fails_with_one_line, quick_sweep, scratch_dir, small_trace};
 
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
@@ -192,8 +192,7 @@ fn outputs_are_never_written_through_planted_links() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
 
     let trace = dir.join("s.trace");
-    let out = ccvm(&["trace", "--workload", "sortmerge", "--size", "1M", "-o", &d(&trace)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    small_trace(&trace);
     let (victim, link) = planted_link(&dir, "s2.trace");
     fails_with_one_line(
         &ccvm(&["trace", "--workload", "sortmerge", "--size", "1M", "-o", &d(&link)]),
@@ -203,21 +202,7 @@ fn outputs_are_never_written_through_planted_links() {
     let results = dir.join("results");
     std::fs::create_dir(&results).unwrap();
     let (victim, _) = planted_link(&results, "sweep.csv");
-    let out = ccvm(&[
-        "sim",
-        "sweep",
-        &d(&trace),
-        "--out",
-        &d(&results),
-        "--sizes",
-        "2",
-        "--runs",
-        "1",
-        "--policy",
-        "adaptive",
-        "--codec",
-        "wkdm",
-    ]);
+    let out = quick_sweep(&[&trace], &results);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");

@@ -30,3 +30,27 @@ pub fn fails_with_one_line(out: &Output, needles: &[&str]) {
         assert!(err.contains(n), "{n:?} not in {err:?}");
     }
 }
+
+/// A small ccvm trace of the sortmerge workload at `path`.
+pub fn small_trace(path: &std::path::Path) {
+    let out = ccvm(&[
+        "trace",
+        "--workload",
+        "sortmerge",
+        "--size",
+        "1M",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A quick sweep (two sizes, one timed run, the adaptive policy, WKdm) of
+/// `traces` into `out`.
+pub fn quick_sweep(traces: &[&std::path::Path], out: &std::path::Path) -> Output {
+    let mut args: Vec<&str> = vec!["sim", "sweep"];
+    args.extend(traces.iter().map(|t| t.to_str().unwrap()));
+    args.extend(["--out", out.to_str().unwrap()]);
+    args.extend(["--sizes", "2", "--runs", "1", "--policy", "adaptive", "--codec", "wkdm"]);
+    ccvm(&args)
+}
