@@ -165,9 +165,11 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
     )?;
     outln!("checksum               {} ({ok})", r.checksum)?;
     outln!(
-        "memory held            {} MiB at most (ccvm's processes, PSS sampled every 50 ms) for --ram {} MiB",
+        "memory held            {} MiB at most (ccvm's processes, PSS sampled every 50 ms) for --ram {} MiB, \
+         of which ccvm's own tables, frames and helper {} MiB at most",
         mib(r.peak_pss_bytes),
-        mib(r.ram)
+        mib(r.ram),
+        mib(s.overhead_bytes)
     )?;
     print_stats(&mut std::io::stdout().lock(), s)?;
     if !r.checksum_ok {

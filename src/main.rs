@@ -37,6 +37,12 @@ mod report;
 mod signals;
 mod sim;
 
+/// Counted, so that a region's tables are charged to its RAM budget (see
+/// `ccvm_runtime::accounting`).
+#[global_allocator]
+static ALLOC: ccvm_runtime::accounting::Counted<std::alloc::System> =
+    ccvm_runtime::accounting::Counted(std::alloc::System);
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

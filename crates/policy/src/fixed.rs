@@ -15,6 +15,8 @@ use crate::{Action, Budget, Level, Policy};
 
 /// The fixed-split policy. See the [module docs](self).
 pub struct FixedSplit {
+    share: f64,
+    page_size: u64,
     uncompressed_pages: usize,
     compressed_budget: u64,
     levels: Levels,
@@ -42,6 +44,8 @@ impl FixedSplit {
             .ram_bytes
             .saturating_sub(uncompressed_pages as u64 * budget.page_size);
         FixedSplit {
+            share,
+            page_size: budget.page_size,
             uncompressed_pages,
             compressed_budget,
             levels: Levels::default(),
@@ -98,6 +102,17 @@ impl Policy for FixedSplit {
 
     fn uncompressed_limit(&self) -> usize {
         self.uncompressed_pages
+    }
+
+    fn set_ram(&mut self, ram_bytes: u64) {
+        let none = self.compressed_budget == 0;
+        let pages = ((ram_bytes as f64 * self.share) / self.page_size as f64).floor() as usize;
+        self.uncompressed_pages = pages.max(1);
+        self.compressed_budget = if none {
+            0
+        } else {
+            ram_bytes.saturating_sub(self.uncompressed_pages as u64 * self.page_size)
+        };
     }
 }
 

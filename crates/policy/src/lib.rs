@@ -143,6 +143,15 @@ pub trait Policy: Send {
     /// instead of predicting it from its recency order, which assumes LRU;
     /// the default ignores it.
     fn faults_only(&mut self) {}
+
+    /// The mechanism's own memory grew or shrank: from now on the policy
+    /// manages `ram_bytes` (what the mechanism's tables and buffers leave
+    /// of its RAM budget). Pages over the new size move out at the next
+    /// touches. The default keeps the size it was made with, and the
+    /// mechanism makes room with [`Policy::make_room`] instead.
+    fn set_ram(&mut self, ram_bytes: u64) {
+        let _ = ram_bytes;
+    }
 }
 
 /// What the policies are made with besides the budget.

@@ -87,8 +87,10 @@ unsafe impl std::alloc::GlobalAlloc for LibcAlloc {
     }
 }
 
+/// Counted, so that the pager's tables are charged to the RAM budget
+/// (see `ccvm_runtime::accounting`).
 #[global_allocator]
-static ALLOC: LibcAlloc = LibcAlloc;
+static ALLOC: ccvm_runtime::accounting::Counted<LibcAlloc> = ccvm_runtime::accounting::Counted(LibcAlloc);
 
 /// Where this process stands.
 const OFF: u8 = 0;

@@ -50,3 +50,93 @@ impl Drop for AlignedBuf {
         unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
+
+/// Types for which all-zero bytes are a valid value, so that a
+/// [`ZeroTable`] of them can start as the kernel's zero pages.
+///
+/// # Safety
+///
+/// All-zero bytes must be a valid value of the type, and the type must
+/// own nothing (no drop glue).
+pub unsafe trait Zeroable: Copy {}
+
+// SAFETY: false is 0.
+unsafe impl Zeroable for bool {}
+// SAFETY: 0 is an integer.
+unsafe impl Zeroable for u8 {}
+
+/// A table of `T` in its own anonymous mapping, all zero at the start.
+///
+/// Why not a `Vec`: the runtime's tables of a byte per page of a region
+/// may cover gigabytes of address space (`ccvm exec`'s heap) of which few
+/// pages are used. Mapped from the kernel, a table holds memory only where
+/// it is written, and it stays out of the allocator that counts ccvm's own
+/// memory against the RAM budget (see [`crate::accounting`]).
+pub struct ZeroTable<T: Zeroable> {
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: owned memory with no interior sharing; T is plain data.
+unsafe impl<T: Zeroable + Send> Send for ZeroTable<T> {}
+
+impl<T: Zeroable> ZeroTable<T> {
+    /// `len` zero values.
+    ///
+    /// # Panics
+    ///
+    /// If the kernel refuses the mapping (address space exhausted).
+    ///
+    /// ```
+    /// let mut t = ccvm_runtime::aligned::ZeroTable::<bool>::new(1 << 20);
+    /// assert!(!t[12345]);
+    /// t[12345] = true;
+    /// assert!(t[12345]);
+    /// ```
+    pub fn new(len: usize) -> Self {
+        let bytes = (len * std::mem::size_of::<T>()).max(1);
+        // SAFETY: a fresh private anonymous mapping; checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert!(
+            p != libc::MAP_FAILED,
+            "mapping a table of {len} entries: {}",
+            std::io::Error::last_os_error()
+        );
+        ZeroTable {
+            ptr: NonNull::new(p.cast()).expect("mmap does not return null"),
+            len,
+        }
+    }
+}
+
+impl<T: Zeroable> Deref for ZeroTable<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: the mapping holds len values, zero or written since.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Zeroable> DerefMut for ZeroTable<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as above, and we hold the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Zeroable> Drop for ZeroTable<T> {
+    fn drop(&mut self) {
+        let bytes = (self.len * std::mem::size_of::<T>()).max(1);
+        // SAFETY: the mapping made in `new`, of this length.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), bytes) };
+    }
+}

@@ -54,6 +54,7 @@
 //!   (`uffd` module), so that building needs no libclang.
 #![deny(missing_docs)]
 
+pub mod accounting;
 pub mod aligned;
 mod compressor;
 mod config;

@@ -46,7 +46,7 @@ use ccvm_policy::{Action, Level, Policy};
 use ccvm_store::{Store, StoreError, Stored};
 use ccvm_trace::TraceWriter;
 
-use crate::aligned::AlignedBuf;
+use crate::aligned::{AlignedBuf, ZeroTable};
 use crate::compressor::{Finished, Helper};
 use crate::frames::Frames;
 use crate::readahead::Streams;
@@ -56,6 +56,9 @@ use crate::uffd::{Fault, Uffd};
 use ccvm_policy::Traps;
 
 mod fork;
+mod overhead;
+
+use overhead::Overhead;
 
 /// Where a page's bytes are while it is rebuilt or evicted.
 #[derive(Clone, Copy)]
@@ -102,7 +105,11 @@ pub(crate) struct Pager {
     /// What it was made of: the region and the levels that hold its pages.
     pub parts: PagerParts,
     snapshot: RuntimeStats,
-    state: Vec<PageState>,
+    state: ZeroTable<PageState>,
+    /// Pages that have left `New`: the state table holds memory for them.
+    seen: usize,
+    /// ccvm's own memory charged to the budget (see `overhead`).
+    overhead: Overhead,
     resident: usize,
     actions: Vec<Action>,
     /// Pages the swap file's cleaner moved, with their new slots.
@@ -136,26 +143,9 @@ fn fatal(what: impl std::fmt::Display) -> ! {
     unsafe { libc::_exit(FATAL_EXIT) }
 }
 
-/// `pages` states, all `New`, in memory the allocator hands out
-/// zeroed: for a large region that is the kernel's zero pages, taken as
-/// the states are first written, so a heap of gigabytes of address space
-/// (`ccvm exec`) costs little until it is used.
-fn untouched(pages: usize) -> Vec<PageState> {
-    let layout = std::alloc::Layout::array::<PageState>(pages).expect("a region's page count fits a layout");
-    if layout.size() == 0 {
-        return Vec::new();
-    }
-    // SAFETY: a non-zero layout; PageState is repr(u8) with New = 0,
-    // so all-zero bytes are `pages` valid New states, allocated as
-    // the Vec will free them.
-    unsafe {
-        let p = std::alloc::alloc_zeroed(layout).cast::<PageState>();
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Vec::from_raw_parts(p, pages, pages)
-    }
-}
+// SAFETY: repr(u8) with `New` = 0 and plain-data fields: all-zero bytes
+// are a `New` page.
+unsafe impl crate::aligned::Zeroable for PageState {}
 
 /// What a pager is made of: the region it serves and the parts that hold
 /// its pages.
@@ -168,6 +158,8 @@ pub struct PagerParts {
     pub pages: usize,
     /// RAM for uncompressed pages and the compression cache together.
     pub ram_bytes: u64,
+    /// Of it, what the policy does not manage (the store's reserve).
+    pub reserve: u64,
     /// The compression cache.
     pub store: Arc<Store>,
     /// The codec of pages compressed in the faulting thread.
@@ -182,6 +174,9 @@ pub struct PagerParts {
     pub move_frames: bool,
     /// Share of uncompressed pages kept trapped (needs moved frames).
     pub trap_share: f64,
+    /// Bytes the process's counting allocator held before the region's
+    /// parts were made (`crate::accounting`); `None` if it counts none.
+    pub alloc_base: Option<usize>,
 }
 
 impl Pager {
@@ -203,7 +198,9 @@ impl Pager {
             parts.policy.faults_only();
         }
         Pager {
-            state: untouched(parts.pages),
+            state: ZeroTable::new(parts.pages),
+            seen: 0,
+            overhead: Overhead::new(parts.alloc_base),
             parts,
             snapshot: RuntimeStats::default(),
             resident: 0,
@@ -573,6 +570,9 @@ impl Pager {
     /// `page`, just mapped from level `from`, is resident.
     fn now_resident(&mut self, page: usize, from: Level) {
         self.state[page] = PageState::Uncompressed;
+        if from == Level::New {
+            self.seen += 1;
+        }
         match (&mut self.traps, from) {
             // A trapped or watched page was resident all along; it is
             // mapped again.
@@ -822,7 +822,23 @@ impl Pager {
     /// Keeps uncompressed pages plus the cache's real memory (slack and
     /// bookkeeping included) within the RAM budget.
     fn keep_within_ram(&mut self) {
-        let over = |p: &Pager| p.resident as u64 * PAGE_SIZE as u64 + p.parts.store.memory_used() > p.parts.ram_bytes;
+        if self.overhead.due() {
+            self.overhead.set(overhead::Parts {
+                states: (self.seen * std::mem::size_of::<PageState>()) as u64,
+                spare: self.frames.as_ref().map_or(0, Frames::spare_bytes),
+                helper: self.helper.as_ref().map_or(0, Helper::memory),
+            });
+            self.stats.overhead_bytes = self.stats.overhead_bytes.max(self.overhead.bytes);
+            if let Some(ram) = self
+                .overhead
+                .policy_ram(self.parts.ram_bytes.saturating_sub(self.parts.reserve))
+            {
+                self.parts.policy.set_ram(ram);
+            }
+        }
+        let over = |p: &Pager| {
+            p.resident as u64 * PAGE_SIZE as u64 + p.parts.store.memory_used() + p.overhead.bytes > p.parts.ram_bytes
+        };
         if !over(self) {
             return;
         }

@@ -73,6 +73,7 @@ impl Region {
     /// error of the system call, swap file or trace file that failed.
     pub fn new(bytes: usize, config: RuntimeConfig) -> Result<Region, RuntimeError> {
         let len = bytes.max(PAGE_SIZE).next_multiple_of(PAGE_SIZE);
+        let alloc_base = crate::accounting::allocated();
         if config.ram_bytes < RuntimeConfig::MIN_RAM_BYTES {
             return Err(RuntimeError::Config(format!(
                 "a RAM budget of {} bytes is below the least ccvm pages with; give at least 64K",
@@ -164,6 +165,7 @@ impl Region {
             base: base as usize,
             pages: len / PAGE_SIZE,
             ram_bytes: config.ram_bytes,
+            reserve: config.store_reserve(),
             store: store.clone(),
             codec,
             swap,
@@ -171,6 +173,7 @@ impl Region {
             trace,
             move_frames: config.move_frames,
             trap_share: config.trap_share,
+            alloc_base,
         })));
         if let Some(helper) = helper {
             pager

@@ -93,6 +93,9 @@ pub struct RuntimeStats {
     pub uncompressed_pages: usize,
     /// Most bytes the compression cache may use.
     pub cache_budget: u64,
+    /// Most of ccvm's own memory charged to the RAM budget at once
+    /// (tables, spare frames, the helper; see `accounting`), bytes.
+    pub overhead_bytes: u64,
 }
 
 impl RuntimeStats {
