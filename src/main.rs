@@ -253,7 +253,7 @@ struct BenchKernelArgs {
     #[arg(long = "ccvm-arg", value_name = "FLAG", allow_hyphen_values = true)]
     ccvm_args: Vec<String>,
     /// ccvm's RAM budgets (comma-separated). Default: each cgroup limit, and each total memory the first zram
-    /// setup was measured to hold.
+    /// setup was measured to hold, less what ccvm was measured to hold beyond --ram at the limits.
     #[arg(long, value_delimiter = ',', value_parser = args::parse_bytes)]
     ram: Vec<u64>,
     /// Draw each case's wall time against measured memory (SVG and PNG) in this folder.

@@ -230,14 +230,18 @@ fn run_reports_a_matching_checksum_and_the_faults() {
     // loaded machine (the other tests run alongside) can leave every evicted
     // page still in the helper's ring when it is touched again, so that no
     // fault is served from the cache (1 run in 10 under two busy loops).
+    // A fixed split, so that the cache is used whatever the guard decides,
+    // and 4 MiB: about 1.5 MiB of it is ccvm's own (tables, buffers).
     let out = ccvm(&[
         "run",
         "--workload",
         "matmul",
         "--size",
-        "2M",
+        "8M",
         "--ram",
-        "1M",
+        "4M",
+        "--policy",
+        "fixed50",
         "--compress-in-fault",
         "--json",
     ]);

@@ -533,7 +533,7 @@ fn long_runs_show_progress_on_a_terminal_only() {
         return;
     }
     let cmd = format!(
-        "{} run --workload matmul --size 8M --ram 2M --json",
+        "{} run --workload matmul --size 8M --ram 4M --json",
         env!("CARGO_BIN_EXE_ccvm")
     );
     let on_tty = Command::new("script")
@@ -546,7 +546,7 @@ fn long_runs_show_progress_on_a_terminal_only() {
         shown.contains("the paged run") || shown.contains("plain memory"),
         "{shown}"
     );
-    let piped = ccvm(&["run", "--workload", "matmul", "--size", "8M", "--ram", "2M", "--json"]);
+    let piped = ccvm(&["run", "--workload", "matmul", "--size", "8M", "--ram", "4M", "--json"]);
     assert!(piped.status.success());
     assert!(piped.stderr.is_empty(), "{}", String::from_utf8_lossy(&piped.stderr));
     serde_json::from_slice::<serde_json::Value>(&piped.stdout).expect("stdout is JSON alone");

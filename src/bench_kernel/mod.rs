@@ -241,7 +241,8 @@ pub struct Plan {
     /// Extra `ccvm run`/`ccvm exec` flags (e.g. `--policy adaptive`).
     pub ccvm_args: Vec<String>,
     /// ccvm's `--ram` settings; empty: each cgroup limit, and each total the
-    /// first zram setup was measured to hold.
+    /// first zram setup was measured to hold less what ccvm held beyond
+    /// `--ram` at the limits.
     pub ccvm_rams: Vec<u64>,
     /// Draw wall time against memory, a line per system, in this folder.
     pub figures: Option<PathBuf>,
@@ -608,21 +609,7 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
                 rows.push(m.row(&label, format!("kernel {kernel}"), limit, plain_s, oom_kills));
             }
         }
-        let mut rams: Vec<u64> = if plan.ccvm_rams.is_empty() {
-            // Each limit, and each total the first zram setup held: ccvm
-            // given what the kernel took, as a user comparing them would.
-            let first_zram = plan.kernels.iter().find(|k| k.starts_with("zram-"));
-            let totals = rows[first..]
-                .iter()
-                .filter(|r| r.runs > 0 && first_zram.is_some_and(|k| r.system == format!("kernel {k}")))
-                .map(|r| (r.memory_mib.floor() as u64) << 20);
-            case.limits.iter().copied().chain(totals).collect()
-        } else {
-            plan.ccvm_rams.clone()
-        };
-        rams.sort_unstable();
-        rams.dedup();
-        for ram in rams {
+        let run_ccvm = |ram: u64, rows: &mut Vec<KernelRow>| -> anyhow::Result<f64> {
             eprintln!("{label}: ccvm, --ram {:.0}M", mib(ram));
             let mut m = Measured::new();
             for _ in 0..plan.runs {
@@ -632,7 +619,44 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
                 m.memory.push(r.memory as f64);
                 m.ok &= r.ok;
             }
-            rows.push(m.row(&label, "ccvm".into(), ram, plain_s, 0));
+            let row = m.row(&label, "ccvm".into(), ram, plain_s, 0);
+            let held = row.memory_mib;
+            rows.push(row);
+            Ok(held)
+        };
+        if !plan.ccvm_rams.is_empty() {
+            let mut rams = plan.ccvm_rams.clone();
+            rams.sort_unstable();
+            rams.dedup();
+            for ram in rams {
+                run_ccvm(ram, &mut rows)?;
+            }
+        } else {
+            // Each limit first; then each total the first zram setup held,
+            // less what ccvm was measured to hold beyond its budget at the
+            // limits (the program's own memory outside its heap, which no
+            // budget covers, and what ccvm's own exceeds its charge by):
+            // ccvm given what the kernel took, as a user comparing them
+            // would.
+            let mut done: Vec<u64> = Vec::new();
+            let mut beyond = 0.0f64;
+            for &ram in &case.limits {
+                let held = run_ccvm(ram, &mut rows)?;
+                beyond = beyond.max(held - mib(ram));
+                done.push(ram);
+            }
+            let first_zram = plan.kernels.iter().find(|k| k.starts_with("zram-"));
+            let mut totals: Vec<u64> = rows[first..]
+                .iter()
+                .filter(|r| r.runs > 0 && first_zram.is_some_and(|k| r.system == format!("kernel {k}")))
+                .map(|r| ((r.memory_mib - beyond.max(0.0)).floor().max(1.0) as u64) << 20)
+                .filter(|ram| !done.contains(ram))
+                .collect();
+            totals.sort_unstable();
+            totals.dedup();
+            for ram in totals {
+                run_ccvm(ram, &mut rows)?;
+            }
         }
         if let Some(dir) = &figures {
             figure(dir.path(), &label, &rows[first..], plain_s)?;

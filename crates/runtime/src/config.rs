@@ -70,7 +70,8 @@ pub struct RuntimeConfig {
     pub move_frames: bool,
     /// Compress evicted pages in a helper process while the program runs,
     /// instead of in the faulting thread (see the `compressor` module). On
-    /// by default: a quarter off hashindex's run, a sixth off graph's.
+    /// by default: a quarter off hashindex's run, a sixth off graph's. Not
+    /// used under [`RuntimeConfig::HELPER_MIN_RAM`].
     pub background_compression: bool,
     /// Share (0 to 1) of the uncompressed pages kept trapped: unmapped but
     /// uncompressed, so that touches of the pages next in line to leave
@@ -128,6 +129,14 @@ impl RuntimeConfig {
     pub fn store_reserve(&self) -> u64 {
         2 * Self::STORE_CHUNK as u64
     }
+
+    /// The smallest RAM budget for which evicted pages are compressed in
+    /// the helper process ([`RuntimeConfig::background_compression`]): the
+    /// helper and its ring hold about 1.2 MiB, charged to the budget, which
+    /// under 32 MiB is more than the speed is worth (matmul 8M at `--ram
+    /// 2M` paid 2.4 MiB of its 2 MiB for ccvm's own memory, and faulted 4
+    /// million times).
+    pub const HELPER_MIN_RAM: u64 = 32 << 20;
 
     /// The smallest RAM budget a region takes: the store's reserve, and
     /// room for a few pages beside it so that paging can make progress.

@@ -39,14 +39,22 @@
 //!   page is in the cache (every touch there faults). That is the FIFO-LRU
 //!   segmented queue with page traps that paper 000 §3.1 lists among the
 //!   LRU approximations its adaptivity tolerates; the cache is the trap.
-//! * The budget: uncompressed pages (at most the policy's limit) plus the
-//!   store's whole memory (chunks, slack and bookkeeping) stay within the
-//!   RAM budget. The policy manages the RAM less two chunks
-//!   ([`RuntimeConfig::store_reserve`]) and charges each compressed page
-//!   an eighth more than its bytes for the store's slack
-//!   ([`CHARGE`]), so that an empty cache costs nothing;
-//!   the runtime evicts further if slack ever pushes the sum over. While a fault is served one page
-//!   more may be resident, until its evictions run.
+//! * The budget: uncompressed pages (at most the policy's limit), the
+//!   store's whole memory (chunks, slack and bookkeeping) *and ccvm's own
+//!   memory* stay within the RAM budget, as a memory cgroup counts them.
+//!   ccvm's own is what the region's tables grew by (counted by the
+//!   binaries' allocator, [`accounting`]), the state of every page seen,
+//!   spare frames and the helper process with its ring; it is measured
+//!   every 512 faults, charged, and the policy is resized to what is left
+//!   ([`ccvm_policy::Policy::set_ram`]). Left out, it made a paged run hold
+//!   6–9% more than `--ram` (graph 128M at `--ram 110M`: 118 MiB by its
+//!   cgroup; 115 MiB with it charged, of which about 2 MiB is the binary's
+//!   own memory outside any region). The policy manages the RAM less two
+//!   chunks ([`RuntimeConfig::store_reserve`]) and charges each compressed
+//!   page an eighth more than its bytes for the store's slack ([`CHARGE`]),
+//!   so that an empty cache costs nothing; the runtime evicts further if
+//!   slack ever pushes the sum over. While a fault is served one page more
+//!   may be resident, until its evictions run.
 //! * The swap file (`swap` module) and the fault handler (`pager` module)
 //!   state their own choices: clustered direct writes with per-page CRCs
 //!   kept in memory; write-safe eviction; one pager lock per region.

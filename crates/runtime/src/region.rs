@@ -139,7 +139,7 @@ impl Region {
 
         // Forked before the region and its shadow exist, so that it shares
         // none of their pages (see the `compressor` module).
-        let helper = if config.background_compression {
+        let helper = if config.background_compression && config.ram_bytes >= RuntimeConfig::HELPER_MIN_RAM {
             let codec = ccvm_codec::by_name(&config.codec).map_err(RuntimeError::Config)?;
             Some(Helper::start(codec, store.huge_threshold()).ok_or_else(|| os("starting the compressor process"))?)
         } else {
