@@ -214,11 +214,12 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
             s.pages_compressed_background, s.faults_pending
         )?;
     }
-    if s.pages_read_ahead + s.pages_zero_ahead > 0 {
+    if s.pages_read_ahead + s.pages_read_ahead_disk + s.pages_zero_ahead > 0 {
         writeln!(
             out,
-            "read-ahead             {} pages mapped from the cache and {} new pages mapped as zeros after a fault, before they were touched",
-            s.pages_read_ahead, s.pages_zero_ahead
+            "read-ahead             {} pages mapped from the cache, {} from the swap file and {} new pages mapped as \
+             zeros after a fault, before they were touched",
+            s.pages_read_ahead, s.pages_read_ahead_disk, s.pages_zero_ahead
         )?;
     }
     writeln!(out, "compression ratio      {:.3}", s.compression_ratio())?;

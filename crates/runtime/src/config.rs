@@ -71,7 +71,8 @@ pub struct RuntimeConfig {
     /// Compress evicted pages in a helper process while the program runs,
     /// instead of in the faulting thread (see the `compressor` module). On
     /// by default: a quarter off hashindex's run, a sixth off graph's. Not
-    /// used under [`RuntimeConfig::HELPER_MIN_RAM`].
+    /// used under [`RuntimeConfig::HELPER_MIN_RAM`] where ccvm's own memory
+    /// is charged.
     pub background_compression: bool,
     /// Share (0 to 1) of the uncompressed pages kept trapped: unmapped but
     /// uncompressed, so that touches of the pages next in line to leave
@@ -131,8 +132,9 @@ impl RuntimeConfig {
     }
 
     /// The smallest RAM budget for which evicted pages are compressed in
-    /// the helper process ([`RuntimeConfig::background_compression`]): the
-    /// helper and its ring hold about 1.2 MiB, charged to the budget, which
+    /// the helper process ([`RuntimeConfig::background_compression`]) in a
+    /// process that charges ccvm's own memory to the budget (see
+    /// `accounting`): the helper and its ring hold about 1.2 MiB, which
     /// under 32 MiB is more than the speed is worth (matmul 8M at `--ram
     /// 2M` paid 2.4 MiB of its 2 MiB for ccvm's own memory, and faulted 4
     /// million times).

@@ -486,7 +486,7 @@ impl Pager {
         }
         self.parts.policy.touch(page as u64, from, &mut self.actions);
         self.after_touch();
-        if matches!(from, Level::Compressed | Level::New) {
+        if matches!(from, Level::Compressed | Level::New | Level::Disk) {
             let window = window.unwrap_or_else(|| self.streams.fault(page));
             if window > 0 {
                 self.read_ahead_after(page, window, from);
@@ -547,6 +547,21 @@ impl Pager {
     /// touch for the policy (see the `readahead` module).
     fn read_ahead_after(&mut self, page: usize, window: usize, from: Level) {
         let end = (page + window).min(self.state.len() - 1);
+        if from == Level::Disk {
+            // One read for the window's pages that lie side by side in the
+            // swap file; the others are left where they are.
+            let slots: Vec<SwapSlot> = (page + 1..=end)
+                .filter_map(|p| match self.state[p] {
+                    PageState::Disk(slot) => Some(slot),
+                    _ => None,
+                })
+                .collect();
+            match self.parts.swap.read_ahead(&slots) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) => fatal(e),
+            }
+        }
         for next in page + 1..=end {
             // Evictions made for an earlier page of the window may have
             // spilled this one: its state is read afresh.
@@ -554,6 +569,16 @@ impl Pager {
                 (PageState::Compressed, Level::Compressed) => {
                     self.map_from_cache(next);
                     self.stats.pages_read_ahead += 1;
+                }
+                (PageState::Disk(slot), Level::Disk) if self.parts.swap.holds_ahead(slot) => {
+                    let stored = match self.parts.swap.read(next as u64, slot, &mut self.payload) {
+                        Ok(s) => s,
+                        Err(e) => fatal(e),
+                    };
+                    let target = self.target(next);
+                    self.decode(next, stored, target);
+                    self.map_page(next, target);
+                    self.stats.pages_read_ahead_disk += 1;
                 }
                 (PageState::New, Level::New) => {
                     self.map_zeros(next);

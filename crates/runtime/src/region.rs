@@ -139,7 +139,10 @@ impl Region {
 
         // Forked before the region and its shadow exist, so that it shares
         // none of their pages (see the `compressor` module).
-        let helper = if config.background_compression && config.ram_bytes >= RuntimeConfig::HELPER_MIN_RAM {
+        // Where ccvm's own memory is charged to the budget, a small budget
+        // cannot afford the helper (see `HELPER_MIN_RAM`).
+        let helper_fits = alloc_base.is_none() || config.ram_bytes >= RuntimeConfig::HELPER_MIN_RAM;
+        let helper = if config.background_compression && helper_fits {
             let codec = ccvm_codec::by_name(&config.codec).map_err(RuntimeError::Config)?;
             Some(Helper::start(codec, store.huge_threshold()).ok_or_else(|| os("starting the compressor process"))?)
         } else {

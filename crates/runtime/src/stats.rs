@@ -52,6 +52,9 @@ pub struct RuntimeStats {
     /// Pages read ahead from the cache: decompressed and mapped after a
     /// cache fault before they were touched.
     pub pages_read_ahead: u64,
+    /// Pages read ahead from the swap file: read with the faulting page's
+    /// neighbours in one request, and mapped before they were touched.
+    pub pages_read_ahead_disk: u64,
     /// Never-touched pages mapped as zeros ahead of a run of first touches.
     pub pages_zero_ahead: u64,
     /// Pages compressed into the cache.
