@@ -586,7 +586,7 @@ mod tests {
                 swap.read_ahead(&ahead).unwrap();
                 for p in page + 1..page + 9 {
                     if let Some((stored, bytes, slot)) = model.get(&p).cloned() {
-                        if swap.holds_ahead(slot) && xorshift(&mut x) % 2 == 0 {
+                        if swap.holds_ahead(slot) && xorshift(&mut x).is_multiple_of(2) {
                             assert_eq!(swap.read(p, slot, &mut out).unwrap(), stored);
                             assert!(out[..bytes.len()] == bytes[..], "page {p} changed");
                             model.remove(&p);
