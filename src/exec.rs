@@ -40,7 +40,7 @@ struct Summary<'a> {
     unpaged_wall_s: Option<f64>,
     exit: String,
     /// The most memory the program's process tree held, bytes: its summed
-    /// PSS, sampled every 50 ms (ccvm's helper processes are in the tree).
+    /// PSS, sampled every 50 ms or more (ccvm's helper processes are in the tree).
     peak_pss_bytes: u64,
     /// The program's own process first, then any it exec'd or forked that
     /// were paged, by process id.
@@ -292,7 +292,7 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
     }
     writeln!(
         out,
-        "memory held            {} MiB at most (the program's processes, PSS sampled every 50 ms)",
+        "memory held            {} MiB at most (the program's processes, PSS sampled at most 1% of the time)",
         mib(s.peak_pss_bytes)
     )?;
     if !s.processes.iter().any(|r| r.pid == pid) {

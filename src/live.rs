@@ -165,7 +165,7 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
     )?;
     outln!("checksum               {} ({ok})", r.checksum)?;
     outln!(
-        "memory held            {} MiB at most (ccvm's processes, PSS sampled every 50 ms) for --ram {} MiB, \
+        "memory held            {} MiB at most (ccvm's processes, PSS sampled at most 1% of the time) for --ram {} MiB, \
          of which ccvm's own tables, frames and helper {} MiB at most",
         mib(r.peak_pss_bytes),
         mib(r.ram),
