@@ -96,19 +96,49 @@ pub enum SwapError {
     },
 }
 
-/// Where a page is on disk and what it must read back as.
+/// Where a page is on disk and what it must read back as, in 16 bytes:
+/// the pager keeps one for every page on disk (it was 32 bytes with a
+/// whole [`Stored`] inside). A same-filled page has no place on disk:
+/// its cluster is `u32::MAX` and its word is kept in `offset` and `crc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SwapSlot {
     cluster: u32,
     offset: u32,
-    stored: Stored,
     crc: u32,
+    /// [`RAW`], [`SAME`] or the compressed length.
+    kind: u32,
 }
 
+/// `SwapSlot::kind` of a page stored raw.
+const RAW: u32 = u32::MAX;
+/// `SwapSlot::kind` of a same-filled page.
+const SAME: u32 = u32::MAX - 1;
+
 impl SwapSlot {
+    /// How the page is kept.
+    fn stored(&self) -> Stored {
+        match self.kind {
+            RAW => Stored::Raw,
+            SAME => Stored::Same(u64::from(self.offset) | u64::from(self.crc) << 32),
+            n => Stored::Compressed(n as usize),
+        }
+    }
+
+    fn kind_of(stored: Stored) -> u32 {
+        match stored {
+            Stored::Raw => RAW,
+            Stored::Same(_) => SAME,
+            Stored::Compressed(n) => n as u32,
+        }
+    }
+
+    fn is_same(&self) -> bool {
+        self.kind == SAME
+    }
+
     /// Bytes of the page in the file (before rounding).
     fn payload_len(&self) -> usize {
-        match self.stored {
+        match self.stored() {
             Stored::Same(_) => 0,
             Stored::Compressed(n) => n,
             Stored::Raw => PAGE_SIZE,
@@ -270,12 +300,12 @@ impl SwapFile {
     /// bytes: 4096 for raw, the compressed length, or none for
     /// same-filled); it reaches the disk when its cluster fills.
     pub fn write(&mut self, page: u64, stored: Stored, payload: &[u8]) -> Result<SwapSlot, SwapError> {
-        if let Stored::Same(_) = stored {
+        if let Stored::Same(word) = stored {
             return Ok(SwapSlot {
                 cluster: u32::MAX,
-                offset: 0,
-                stored,
-                crc: 0,
+                offset: word as u32,
+                crc: (word >> 32) as u32,
+                kind: SAME,
             });
         }
         let rounded = payload.len().next_multiple_of(self.align);
@@ -289,8 +319,8 @@ impl SwapFile {
         let slot = SwapSlot {
             cluster: self.current,
             offset: at as u32,
-            stored,
             crc: crc32fast::hash(payload),
+            kind: SwapSlot::kind_of(stored),
         };
         self.members[self.current as usize].push((page, slot));
         self.live_bytes[self.current as usize] += rounded as u32;
@@ -365,7 +395,7 @@ impl SwapFile {
         }
         for &(page, slot) in entries {
             let payload = &buf[slot.offset as usize..slot.offset as usize + slot.payload_len()];
-            let new = self.write(page, slot.stored, payload)?;
+            let new = self.write(page, slot.stored(), payload)?;
             moved.push((page, new));
             self.stats.pages_moved += 1;
         }
@@ -383,7 +413,7 @@ impl SwapFile {
     ///
     /// The read's error.
     pub fn read_ahead(&mut self, slots: &[SwapSlot]) -> Result<usize, SwapError> {
-        let Some(first) = slots.iter().find(|s| !matches!(s.stored, Stored::Same(_))) else {
+        let Some(first) = slots.iter().find(|s| !s.is_same()) else {
             return Ok(0);
         };
         let cluster = first.cluster;
@@ -392,10 +422,7 @@ impl SwapFile {
         }
         let mut covered = 0;
         let (mut start, mut end) = (u32::MAX, 0u32);
-        for s in slots
-            .iter()
-            .filter(|s| s.cluster == cluster && !matches!(s.stored, Stored::Same(_)))
-        {
+        for s in slots.iter().filter(|s| s.cluster == cluster && !s.is_same()) {
             start = start.min(s.offset);
             end = end.max(s.offset + s.payload_len() as u32);
             covered += 1;
@@ -421,7 +448,7 @@ impl SwapFile {
     /// the span read ahead or the cluster being filled, or a same-filled
     /// page.
     pub fn holds_ahead(&self, slot: SwapSlot) -> bool {
-        matches!(slot.stored, Stored::Same(_))
+        slot.is_same()
             || slot.cluster == self.current
             || self.span_at.is_some_and(|(c, start, end)| {
                 c == slot.cluster && slot.offset >= start && slot.offset + slot.payload_len() as u32 <= end
@@ -432,8 +459,8 @@ impl SwapFile {
     /// it, frees the slot, and returns how it is kept: for
     /// [`Stored::Compressed`]`(n)` the payload is `out[..n]`.
     pub fn read(&mut self, page: u64, slot: SwapSlot, out: &mut [u8]) -> Result<Stored, SwapError> {
-        if let Stored::Same(_) = slot.stored {
-            return Ok(slot.stored);
+        if slot.is_same() {
+            return Ok(slot.stored());
         }
         let payload = slot.payload_len();
         let started = Instant::now();
@@ -480,7 +507,7 @@ impl SwapFile {
         if from_disk && in_span.is_none() {
             wait(self.latency.saturating_sub(started.elapsed()));
         }
-        Ok(slot.stored)
+        Ok(slot.stored())
     }
 }
 
@@ -615,6 +642,24 @@ mod tests {
         for (page, (stored, bytes, slot)) in model {
             assert_eq!(swap.read(page, slot, &mut out).unwrap(), stored);
             assert!(out[..bytes.len()] == bytes[..], "page {page} changed");
+        }
+    }
+
+    #[test]
+    fn a_slot_takes_16_bytes_and_keeps_every_kind() {
+        assert_eq!(std::mem::size_of::<SwapSlot>(), 16);
+        let mut swap = SwapFile::create(&std::env::temp_dir(), Duration::ZERO).unwrap();
+        let mut out = AlignedBuf::new(4096);
+        for stored in [
+            Stored::Same(u64::MAX - 5),
+            Stored::Same(0x1234_5678_9abc_def0),
+            Stored::Raw,
+            Stored::Compressed(17),
+        ] {
+            let bytes = vec![7u8; if stored == Stored::Raw { 4096 } else { 17 }];
+            let slot = swap.write(9, stored, &bytes).unwrap();
+            swap.flush().unwrap();
+            assert_eq!(swap.read(9, slot, &mut out).unwrap(), stored);
         }
     }
 
