@@ -459,13 +459,7 @@ impl Pager {
                 Level::Compressed
             }
             PageState::Disk(slot) => {
-                let stored = match self.parts.swap.read(page as u64, slot, &mut self.payload) {
-                    Ok(s) => s,
-                    Err(e) => fatal(e),
-                };
-                let target = self.target(page);
-                self.decode(page, stored, target);
-                self.map_page(page, target);
+                self.map_from_disk(page, slot);
                 self.stats.faults_disk += 1;
                 Level::Disk
             }
@@ -527,6 +521,18 @@ impl Pager {
         }
     }
 
+    /// Reads page `page` back from `slot` in the swap file, checked,
+    /// and maps it.
+    fn map_from_disk(&mut self, page: usize, slot: SwapSlot) {
+        let stored = match self.parts.swap.read(page as u64, slot, &mut self.payload) {
+            Ok(s) => s,
+            Err(e) => fatal(e),
+        };
+        let target = self.target(page);
+        self.decode(page, stored, target);
+        self.map_page(page, target);
+    }
+
     /// Decompresses cached page `page` into a spare frame (or the buffer)
     /// and maps it.
     fn map_from_cache(&mut self, page: usize) {
@@ -571,13 +577,7 @@ impl Pager {
                     self.stats.pages_read_ahead += 1;
                 }
                 (PageState::Disk(slot), Level::Disk) if self.parts.swap.holds_ahead(slot) => {
-                    let stored = match self.parts.swap.read(next as u64, slot, &mut self.payload) {
-                        Ok(s) => s,
-                        Err(e) => fatal(e),
-                    };
-                    let target = self.target(next);
-                    self.decode(next, stored, target);
-                    self.map_page(next, target);
+                    self.map_from_disk(next, slot);
                     self.stats.pages_read_ahead_disk += 1;
                 }
                 (PageState::New, Level::New) => {

@@ -548,27 +548,43 @@ mod tests {
         (swap.members.len() - swap.free_clusters.len()) as u64 * CLUSTER as u64
     }
 
+    /// Reads `page` back and checks it against the model's entry.
+    fn read_checked(
+        swap: &mut SwapFile,
+        page: u64,
+        (stored, bytes, slot): &(Stored, Vec<u8>, SwapSlot),
+        out: &mut [u8],
+    ) {
+        assert_eq!(swap.read(page, *slot, out).unwrap(), *stored);
+        if !matches!(stored, Stored::Same(_)) {
+            assert!(out[..bytes.len()] == bytes[..], "page {page} changed");
+        }
+    }
+
+    /// Writes a random page as `page`, then lets the cleaner run and
+    /// follows the pages it moved.
+    fn write_and_clean(swap: &mut SwapFile, model: &mut Model, page: u64, x: &mut u64) {
+        let (stored, bytes) = random_page(x);
+        let slot = swap.write(page, stored, &bytes).unwrap();
+        model.insert(page, (stored, bytes, slot));
+        let mut moved = Vec::new();
+        swap.clean(&mut moved).unwrap();
+        for (p, slot) in moved {
+            model.get_mut(&p).expect("only live pages move").2 = slot;
+        }
+    }
+
     #[test]
     fn long_random_churn_loses_nothing_and_the_cleaner_bounds_the_file() {
         let mut swap = SwapFile::create(&std::env::temp_dir(), Duration::ZERO).unwrap();
         let mut model = Model::new();
-        let (mut x, mut moved) = (0x9e37_79b9_7f4a_7c15u64, Vec::new());
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut out = AlignedBuf::new(4096);
         for _ in 0..150_000 {
             let page = xorshift(&mut x) % 3000;
-            if let Some((stored, bytes, slot)) = model.remove(&page) {
-                assert_eq!(swap.read(page, slot, &mut out).unwrap(), stored);
-                if !matches!(stored, Stored::Same(_)) {
-                    assert!(out[..bytes.len()] == bytes[..], "page {page} changed");
-                }
-            } else {
-                let (stored, bytes) = random_page(&mut x);
-                let slot = swap.write(page, stored, &bytes).unwrap();
-                model.insert(page, (stored, bytes, slot));
-                swap.clean(&mut moved).unwrap();
-                for (p, slot) in moved.drain(..) {
-                    model.get_mut(&p).expect("only live pages move").2 = slot;
-                }
+            match model.remove(&page) {
+                Some(entry) => read_checked(&mut swap, page, &entry, &mut out),
+                None => write_and_clean(&mut swap, &mut model, page, &mut x),
             }
             let live: u64 = swap.live_bytes.iter().map(|&b| b as u64).sum();
             assert_eq!(live, swap.total_live);
@@ -583,9 +599,8 @@ mod tests {
             "{:?}",
             swap.stats
         );
-        for (page, (stored, bytes, slot)) in model {
-            assert_eq!(swap.read(page, slot, &mut out).unwrap(), stored);
-            assert!(out[..bytes.len()] == bytes[..], "page {page} changed");
+        for (page, entry) in model {
+            read_checked(&mut swap, page, &entry, &mut out);
         }
         assert_eq!(swap.total_live, 0);
     }
@@ -597,7 +612,7 @@ mod tests {
         // reuse, which the checksums would catch, and the bytes must match.
         let mut swap = SwapFile::create(&std::env::temp_dir(), Duration::ZERO).unwrap();
         let mut model = Model::new();
-        let (mut x, mut moved) = (0x2545_f491_4f6c_dd1du64, Vec::new());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut out = AlignedBuf::new(4096);
         for round in 0..120_000u64 {
             // Sweeps in page order half the time, as scans evict and fault.
@@ -606,42 +621,30 @@ mod tests {
             } else {
                 xorshift(&mut x) % 2000
             };
-            if let Some((stored, bytes, slot)) = model.remove(&page) {
-                let ahead: Vec<SwapSlot> = (page + 1..page + 9)
-                    .filter_map(|p| model.get(&p).map(|e| e.2))
-                    .collect();
-                swap.read_ahead(&ahead).unwrap();
-                for p in page + 1..page + 9 {
-                    if let Some((stored, bytes, slot)) = model.get(&p).cloned() {
-                        if swap.holds_ahead(slot) && xorshift(&mut x).is_multiple_of(2) {
-                            assert_eq!(swap.read(p, slot, &mut out).unwrap(), stored);
-                            assert!(out[..bytes.len()] == bytes[..], "page {p} changed");
-                            model.remove(&p);
-                        }
-                    }
-                }
-                assert_eq!(swap.read(page, slot, &mut out).unwrap(), stored);
-                if !matches!(stored, Stored::Same(_)) {
-                    assert!(out[..bytes.len()] == bytes[..], "page {page} changed");
-                }
-            } else {
-                let (stored, bytes) = random_page(&mut x);
-                let slot = swap.write(page, stored, &bytes).unwrap();
-                model.insert(page, (stored, bytes, slot));
-                swap.clean(&mut moved).unwrap();
-                for (p, slot) in moved.drain(..) {
-                    model.get_mut(&p).expect("only live pages move").2 = slot;
+            let Some(entry) = model.remove(&page) else {
+                write_and_clean(&mut swap, &mut model, page, &mut x);
+                continue;
+            };
+            let ahead: Vec<SwapSlot> = (page + 1..page + 9)
+                .filter_map(|p| model.get(&p).map(|e| e.2))
+                .collect();
+            swap.read_ahead(&ahead).unwrap();
+            for p in page + 1..page + 9 {
+                let held = model.get(&p).is_some_and(|e| swap.holds_ahead(e.2));
+                if held && xorshift(&mut x).is_multiple_of(2) {
+                    let next = model.remove(&p).expect("held");
+                    read_checked(&mut swap, p, &next, &mut out);
                 }
             }
+            read_checked(&mut swap, page, &entry, &mut out);
         }
         assert!(
             swap.stats.span_hits > 1000 && swap.stats.cleaned > 10,
             "{:?}",
             swap.stats
         );
-        for (page, (stored, bytes, slot)) in model {
-            assert_eq!(swap.read(page, slot, &mut out).unwrap(), stored);
-            assert!(out[..bytes.len()] == bytes[..], "page {page} changed");
+        for (page, entry) in model {
+            read_checked(&mut swap, page, &entry, &mut out);
         }
     }
 
