@@ -95,22 +95,8 @@ impl<T: Zeroable> ZeroTable<T> {
     /// ```
     pub fn new(len: usize) -> Self {
         let bytes = (len * std::mem::size_of::<T>()).max(1);
-        // SAFETY: a fresh private anonymous mapping; checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert!(
-            p != libc::MAP_FAILED,
-            "mapping a table of {len} entries: {}",
-            std::io::Error::last_os_error()
-        );
+        let p = crate::frames::map_small_pages(bytes)
+            .unwrap_or_else(|| panic!("mapping a table of {len} entries: {}", std::io::Error::last_os_error()));
         ZeroTable {
             ptr: NonNull::new(p.cast()).expect("mmap does not return null"),
             len,

@@ -122,6 +122,8 @@ pub(crate) struct Pager {
     traps: Option<Traps>,
     /// Pages to trap, reused.
     to_trap: Vec<u64>,
+    /// Slots of a window read ahead from disk, reused.
+    ahead: Vec<SwapSlot>,
     /// The helper process that compresses evicted pages, if any.
     helper: Option<Helper>,
     /// Runs of cache faults and first touches, for read-ahead.
@@ -211,6 +213,7 @@ impl Pager {
             frames,
             traps,
             to_trap: Vec::new(),
+            ahead: Vec::new(),
             helper: None,
             streams: Streams::new(0),
             zero_reads: false,
@@ -556,13 +559,15 @@ impl Pager {
         if from == Level::Disk {
             // One read for the window's pages that lie side by side in the
             // swap file; the others are left where they are.
-            let slots: Vec<SwapSlot> = (page + 1..=end)
-                .filter_map(|p| match self.state[p] {
-                    PageState::Disk(slot) => Some(slot),
-                    _ => None,
-                })
-                .collect();
-            match self.parts.swap.read_ahead(&slots) {
+            let mut slots = std::mem::take(&mut self.ahead);
+            slots.clear();
+            slots.extend((page + 1..=end).filter_map(|p| match self.state[p] {
+                PageState::Disk(slot) => Some(slot),
+                _ => None,
+            }));
+            let read = self.parts.swap.read_ahead(&slots);
+            self.ahead = slots;
+            match read {
                 Ok(0) => return,
                 Ok(_) => {}
                 Err(e) => fatal(e),
