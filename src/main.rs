@@ -577,9 +577,10 @@ struct ExecArgs {
     /// Directory for the swap file (default: the system's temp directory).
     #[arg(long)]
     swap_dir: Option<PathBuf>,
-    /// How faults are served: thread (the default here: system calls into the heap, such as a read(2) into a
-    /// malloc'd buffer, work) or signal (faster, but such a system call fails with EFAULT on a page not in memory).
-    #[arg(long, default_value = "thread", value_parser = ["thread", "signal"])]
+    /// How faults are served: signal (in the faulting thread; every system call is intercepted so that its
+    /// buffers in the heap are in memory first) or thread (a handler thread woken by the kernel; slower faults,
+    /// no interception: for programs whose kernel work outlives a call, such as io_uring or AIO).
+    #[arg(long, default_value = "signal", value_parser = ["thread", "signal"])]
     fault_mode: String,
     /// Copy page frames instead of moving them (see `ccvm run --help`).
     #[arg(long)]

@@ -47,7 +47,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::MutexGuard;
 
-use ccvm_runtime::{ExecReport, ExecSettings, ForkGuard, Region};
+use ccvm_runtime::{guard, ExecReport, ExecSettings, FaultMode, ForkGuard, Region};
 
 /// The library's own allocations: the C library's malloc, never the heap.
 struct LibcAlloc;
@@ -140,6 +140,13 @@ extern "C" fn start() {
     let region = Box::leak(Box::new(region));
     // SAFETY: the region's memory is ours alone for the rest of the process.
     unsafe { heap::init(region.as_ptr(), region.len()) };
+    if region.fault_mode() == FaultMode::Signal {
+        // Faults in the faulting thread; the guard keeps system calls on
+        // heap memory from failing with EFAULT (see ccvm_runtime::guard).
+        let start = region.as_ptr() as usize;
+        let pin_limit = (settings.ram_bytes / 4) as usize;
+        guard::install(start, start + region.len(), pin_limit).unwrap_or_else(|e| refuse(&e));
+    }
     REGION.store(region, Ordering::Release);
     SETTINGS.store(Box::leak(Box::new(settings)), Ordering::Release);
     // SAFETY: registering handlers that live as long as the process.
@@ -181,6 +188,9 @@ extern "C" fn end() {
 /// What is held across a fork, from the prepare handler to the parent's or
 /// the child's (the forking thread runs all three, under the heap lock).
 struct Held {
+    /// The pager's calls under the fork go straight to the kernel (the
+    /// child, whose heap is plain memory, is not guarded).
+    _allow: guard::Allow,
     heap: heap::Guard,
     mappings: MutexGuard<'static, std::collections::BTreeMap<usize, mappings::Mapping>>,
     pager: ForkGuard<'static>,
@@ -199,6 +209,7 @@ extern "C" fn before_fork() {
         return;
     }
     let Some(region) = region() else { return };
+    let allow = guard::Allow::new();
     // The heap lock first: a thread holding it may be waiting on a fault,
     // which needs the pager.
     let heap = heap::lock();
@@ -212,6 +223,7 @@ extern "C" fn before_fork() {
     // SAFETY: see ForkCell.
     unsafe {
         *HELD.0.get() = Some(Held {
+            _allow: allow,
             heap,
             mappings,
             pager,

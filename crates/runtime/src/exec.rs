@@ -73,9 +73,9 @@ impl Default for ExecSettings {
             policy: runtime.policy,
             codec: runtime.codec,
             uncompressed_share: runtime.uncompressed_share,
-            // System calls into the heap (read(2) into a malloc'd buffer)
-            // must work for programs ccvm did not write.
-            fault_mode: "thread".into(),
+            // Faults in the faulting thread, with the guard keeping system
+            // calls into the heap working (see the `guard` module).
+            fault_mode: "signal".into(),
             swap_dir: None,
             move_frames: runtime.move_frames,
             background_compression: runtime.background_compression,

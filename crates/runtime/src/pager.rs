@@ -124,6 +124,9 @@ pub(crate) struct Pager {
     to_trap: Vec<u64>,
     /// Slots of a window read ahead from disk, reused.
     ahead: Vec<SwapSlot>,
+    /// Pinned victims kept since the last fault: past the resident count,
+    /// every resident page is pinned and evictions go ahead regardless.
+    pinned_streak: usize,
     /// The helper process that compresses evicted pages, if any.
     helper: Option<Helper>,
     /// Runs of cache faults and first touches, for read-ahead.
@@ -214,6 +217,7 @@ impl Pager {
             traps,
             to_trap: Vec::new(),
             ahead: Vec::new(),
+            pinned_streak: 0,
             helper: None,
             streams: Streams::new(0),
             zero_reads: false,
@@ -391,6 +395,7 @@ impl Pager {
 
     fn serve(&mut self, page: usize, write: bool) {
         let started = Instant::now();
+        self.pinned_streak = 0;
         // Pages the helper finished, and the spills their sizes call for,
         // before this page's state is read: a spill may be of this page.
         self.collect_finished();
@@ -642,6 +647,9 @@ impl Pager {
     /// page). Returns whether it moved (it needs a shadow, and the kernel
     /// may refuse).
     fn park(&mut self, page: usize) -> bool {
+        if self.pinned(page) {
+            return false;
+        }
         let addr = self.addr(page);
         let Some(frames) = &mut self.frames else {
             return false;
@@ -651,6 +659,12 @@ impl Pager {
             self.state[page] = PageState::Trapped;
         }
         parked
+    }
+
+    /// Whether a system call is using `page`, so that it must stay mapped
+    /// (see `crate::pins`).
+    fn pinned(&self, page: usize) -> bool {
+        crate::pins::holds(self.addr(page), PAGE_SIZE)
     }
 
     /// Rebuilds a page read from disk (in `self.payload`) into `target`.
@@ -759,6 +773,20 @@ impl Pager {
 
     fn act(&mut self, action: Action) {
         match action {
+            Action::Compress(p) | Action::SwapOut(p)
+                if self.pinned(p as usize) && self.pinned_streak <= self.resident + 16 =>
+            {
+                self.pinned_streak += 1;
+                // A system call is using the page (see `crate::pins`):
+                // it stays mapped, and the policy hears that it was
+                // written to disk and touched again at once, which is
+                // what it would have seen had the call faulted it back.
+                if matches!(action, Action::Compress(_)) {
+                    self.parts.policy.swapped_instead(p);
+                }
+                self.stats.evictions_pinned += 1;
+                self.parts.policy.touch(p, Level::Disk, &mut self.actions);
+            }
             Action::Compress(p) => {
                 let page = p as usize;
                 let target = self.evict(page);

@@ -245,7 +245,13 @@ impl Region {
 
     /// Counters as of now.
     pub fn stats(&self) -> RuntimeStats {
-        self.pager.lock().unwrap_or_else(|e| e.into_inner()).stats()
+        let mut stats = self.pager.lock().unwrap_or_else(|e| e.into_inner()).stats();
+        if crate::guard::installed() {
+            (stats.guarded_calls, stats.guarded_calls_with_buffers, stats.guard_pages_touched) =
+                crate::guard::counters();
+            stats.pins_refused = crate::pins::refused() as u64;
+        }
+        stats
     }
 
     /// Touches every page of `range` (byte offsets into the region) from

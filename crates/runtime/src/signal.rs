@@ -27,7 +27,7 @@
 //! * The handler keeps `errno` as it found it: the interrupted code may be
 //!   between a system call and reading its `errno`.
 
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
 use crate::pager::Pager;
@@ -51,7 +51,39 @@ const EMPTY: Slot = Slot {
 static TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
 static WRITERS: Mutex<()> = Mutex::new(());
 static INSTALL: Once = Once::new();
-static mut PREVIOUS: Option<libc::sigaction> = None;
+/// The handler that was there before ours, or that the program installed
+/// since (see the `guard` module): `(handler, flags, mask)`.
+static PREVIOUS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// The action SIGBUS signals that are not the region's are passed to:
+/// `(handler, flags, mask)` as the kernel takes them.
+pub(crate) fn program_action() -> (usize, u64, u64) {
+    (
+        PREVIOUS[0].load(Ordering::Relaxed) as usize,
+        PREVIOUS[1].load(Ordering::Relaxed),
+        PREVIOUS[2].load(Ordering::Relaxed),
+    )
+}
+
+/// Sets the action that SIGBUS signals that are not the region's are
+/// passed to.
+pub(crate) fn set_program_action(handler: usize, flags: u64, mask: u64) {
+    PREVIOUS[0].store(handler as u64, Ordering::Relaxed);
+    PREVIOUS[1].store(flags, Ordering::Relaxed);
+    PREVIOUS[2].store(mask, Ordering::Relaxed);
+}
+
+/// Waits for every fault and eviction under way in any region to finish:
+/// a pin taken before this is seen by every eviction after it.
+pub(crate) fn settle() {
+    for slot in &TABLE {
+        let pager = slot.pager.load(Ordering::Acquire);
+        // SAFETY: as in `find`.
+        if let Some(pager) = unsafe { pager.as_ref() } {
+            drop(pager.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+}
 
 /// Adds a region `[start, end)` served by `pager`, installing the handler
 /// on first use. The pager must stay alive until [`remove`] returns.
@@ -106,7 +138,9 @@ fn install() -> Result<(), String> {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_sigbus as *const () as usize;
         action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
+        // Nothing runs inside a fault's service: a handler of the program
+        // that touched the region there would wait on the pager's lock.
+        libc::sigfillset(&mut action.sa_mask);
         let mut previous: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(libc::SIGBUS, &action, &mut previous) != 0 {
             return Err(format!(
@@ -114,7 +148,8 @@ fn install() -> Result<(), String> {
                 std::io::Error::last_os_error()
             ));
         }
-        PREVIOUS = Some(previous);
+        let mask = *(&previous.sa_mask as *const libc::sigset_t).cast::<u64>();
+        set_program_action(previous.sa_sigaction, previous.sa_flags as u32 as u64, mask);
     }
     Ok(())
 }
@@ -140,6 +175,8 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
     let addr = unsafe { (*info).si_addr() } as usize;
     // SAFETY: errno is thread-local and always valid to read and write.
     let errno = unsafe { *libc::__errno_location() };
+    // The pager's own system calls go straight to the kernel.
+    let _allow = crate::guard::Allow::new();
     match find(addr) {
         Some(pager) => {
             let fault = Fault {
@@ -157,18 +194,17 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
 
 /// Hands a SIGBUS that is not ours to the handler there was before.
 fn pass_on(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-    // SAFETY: PREVIOUS is written once, before the handler is installed.
-    let previous = unsafe { (*std::ptr::addr_of!(PREVIOUS)).as_ref().copied() };
-    match previous {
-        Some(p) if p.sa_sigaction != libc::SIG_DFL && p.sa_sigaction != libc::SIG_IGN => {
-            if p.sa_flags & libc::SA_SIGINFO != 0 {
+    let (handler, flags, _) = program_action();
+    match handler {
+        h if h != libc::SIG_DFL && h != libc::SIG_IGN => {
+            if flags & libc::SA_SIGINFO as u64 != 0 {
                 // SAFETY: the previous handler was installed with SA_SIGINFO.
                 let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                    unsafe { std::mem::transmute(p.sa_sigaction) };
+                    unsafe { std::mem::transmute(h) };
                 f(sig, info, context);
             } else {
                 // SAFETY: a plain handler takes the signal number.
-                let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(p.sa_sigaction) };
+                let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
                 f(sig);
             }
         }

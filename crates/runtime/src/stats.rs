@@ -46,6 +46,26 @@ pub struct RuntimeStats {
     /// the same page, served once) and write-protect faults raised during
     /// an eviction.
     pub faults_repeat: u64,
+    /// Victims the policy chose that a system call was using (pinned by
+    /// the guard, see `ccvm_runtime::guard`): left mapped, and told to the
+    /// policy as touched again at once.
+    #[serde(default)]
+    pub evictions_pinned: u64,
+    /// System calls the guard intercepted (SIGBUS mode under `ccvm exec`).
+    #[serde(default)]
+    pub guarded_calls: u64,
+    /// Of those, calls that passed region memory to the kernel, whose
+    /// pages were faulted in and pinned first.
+    #[serde(default)]
+    pub guarded_calls_with_buffers: u64,
+    /// Pages of such calls touched before the call (each a fault where it
+    /// was not resident).
+    #[serde(default)]
+    pub guard_pages_touched: u64,
+    /// Calls whose buffers could not be pinned (the pin table was full):
+    /// faulted in only.
+    #[serde(default)]
+    pub pins_refused: u64,
     /// Faults on evicted pages still waiting for the compressor thread
     /// (compressed by the faulting thread, then served from the cache).
     pub faults_pending: u64,
