@@ -118,6 +118,44 @@ fn a_c_program_with_threads_fork_exec_and_mappings_prints_the_same_when_paged() 
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// System calls handed heap buffers that are not resident (file and socket
+/// I/O, stdio's and readdir's internal calls, polling arrays, signal state,
+/// futexes, wait and exec arguments) work in both fault modes: in signal
+/// mode because the guard faults them in first.
+#[test]
+fn system_calls_on_evicted_heap_buffers_work_in_both_fault_modes() {
+    let dir = scratch_dir("syscalls");
+    let program = dir.join("syscalls");
+    let status = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&program)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/exec/syscalls.c"))
+        .status()
+        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
+    assert!(status.success(), "cc failed on tests/exec/syscalls.c");
+    let program = program.to_str().unwrap();
+    let plain = Command::new(program).arg("48").output().unwrap();
+    let plain_out = String::from_utf8_lossy(&plain.stdout).to_string();
+    assert!(plain.status.success() && !plain_out.contains("FAILED"), "unpaged: {plain_out}");
+    for mode in ["signal", "thread"] {
+        let path = dir.join(format!("{mode}.json"));
+        let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &[program, "48"], &path);
+        assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), plain_out, "{mode}: output differs");
+        let stats = &report(&path)["processes"][0]["stats"];
+        let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
+        assert!(back > 1000, "{mode}: the buffers did not leave memory: {stats}");
+        if mode == "signal" {
+            // The buffers came back through the guard, before each call.
+            assert!(stats["guarded_calls_with_buffers"].as_u64().unwrap() >= 40, "{stats}");
+            assert!(stats["guard_pages_touched"].as_u64().unwrap() >= 40, "{stats}");
+        } else {
+            assert_eq!(stats["guarded_calls"].as_u64().unwrap(), 0, "{stats}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn exit_status_and_signals_are_forwarded() {
     let dir = scratch_dir("status");
