@@ -25,6 +25,13 @@
 //! to the C library (`__libc_malloc`), never to the paged heap: the pager
 //! must not fault on its own memory.
 //!
+//! # Faults and system calls
+//!
+//! Faults are served in the faulting thread (SIGBUS mode) unless
+//! `--fault-mode thread` is given; the library then installs
+//! [`ccvm_runtime::guard`] as the process starts, so that every system call
+//! of the program finds its heap buffers in memory.
+//!
 //! # Fork, exec, exit
 //!
 //! * `fork`: the child gets a consistent heap, all of it in memory, and is

@@ -19,7 +19,10 @@
 //!   [`FaultMode::Thread`]) put a sleep, a wake-up on another CPU and a
 //!   wake-up back into every fault, about 20 µs of a 30 µs fault. The
 //!   price: a system call that touches a page that is not resident fails
-//!   with `EFAULT` (see [`Region::prefault`]).
+//!   with `EFAULT`. A program that links ccvm touches such buffers first
+//!   ([`Region::prefault`]); an unmodified one runs under the [`guard`],
+//!   which intercepts every system call and faults in and pins its
+//!   buffers first (`crate::pins` keeps the pager off them).
 //! * Page frames are moved instead of copied, with `UFFDIO_MOVE` where the
 //!   kernel has it (`frames` module, [`RuntimeConfig::move_frames`]): an
 //!   evicted page's frame is moved out and reused for the next page

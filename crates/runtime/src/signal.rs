@@ -22,8 +22,13 @@
 //! * A fault taken inside the kernel on the program's behalf (a `read(2)`
 //!   into a page that is not resident) raises no signal in SIGBUS mode: the
 //!   system call fails with `EFAULT`. Programs that hand region memory to
-//!   the kernel run in event mode ([`FaultMode::Thread`](crate::FaultMode)),
-//!   or touch the buffer first ([`Region::prefault`](crate::Region::prefault)).
+//!   the kernel touch the buffer first
+//!   ([`Region::prefault`](crate::Region::prefault)), run under the
+//!   [`guard`](crate::guard), which does that for every call, or run in
+//!   event mode ([`FaultMode::Thread`](crate::FaultMode)).
+//! * The handler blocks every signal while it serves a fault (a handler of
+//!   the program that touched the region there would wait on the pager's
+//!   lock), and lets its own system calls through the guard.
 //! * The handler keeps `errno` as it found it: the interrupted code may be
 //!   between a system call and reading its `errno`.
 
