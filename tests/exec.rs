@@ -136,12 +136,19 @@ fn system_calls_on_evicted_heap_buffers_work_in_both_fault_modes() {
     let program = program.to_str().unwrap();
     let plain = Command::new(program).arg("48").output().unwrap();
     let plain_out = String::from_utf8_lossy(&plain.stdout).to_string();
-    assert!(plain.status.success() && !plain_out.contains("FAILED"), "unpaged: {plain_out}");
+    assert!(
+        plain.status.success() && !plain_out.contains("FAILED"),
+        "unpaged: {plain_out}"
+    );
     for mode in ["signal", "thread"] {
         let path = dir.join(format!("{mode}.json"));
         let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &[program, "48"], &path);
         assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout), plain_out, "{mode}: output differs");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            plain_out,
+            "{mode}: output differs"
+        );
         let stats = &report(&path)["processes"][0]["stats"];
         let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
         assert!(back > 1000, "{mode}: the buffers did not leave memory: {stats}");

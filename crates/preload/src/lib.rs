@@ -48,6 +48,7 @@
 
 pub mod exports;
 pub mod heap;
+pub mod io;
 pub mod mappings;
 
 use std::cell::UnsafeCell;
@@ -147,6 +148,7 @@ extern "C" fn start() {
     let region = Box::leak(Box::new(region));
     // SAFETY: the region's memory is ours alone for the rest of the process.
     unsafe { heap::init(region.as_ptr(), region.len()) };
+    io::resolve();
     if region.fault_mode() == FaultMode::Signal {
         // Faults in the faulting thread; the guard keeps system calls on
         // heap memory from failing with EFAULT (see ccvm_runtime::guard).

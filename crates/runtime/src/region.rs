@@ -247,8 +247,11 @@ impl Region {
     pub fn stats(&self) -> RuntimeStats {
         let mut stats = self.pager.lock().unwrap_or_else(|e| e.into_inner()).stats();
         if crate::guard::installed() {
-            (stats.guarded_calls, stats.guarded_calls_with_buffers, stats.guard_pages_touched) =
-                crate::guard::counters();
+            (
+                stats.guarded_calls,
+                stats.guarded_calls_with_buffers,
+                stats.guard_pages_touched,
+            ) = crate::guard::counters();
             stats.pins_refused = crate::pins::refused() as u64;
         }
         stats

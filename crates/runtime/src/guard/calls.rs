@@ -139,16 +139,21 @@ pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize
             f(p(1), STATFS, W)
         }
         SYS_fstatfs => f(p(1), STATFS, W),
-        SYS_open | SYS_creat | SYS_access | SYS_chdir | SYS_mkdir | SYS_rmdir | SYS_unlink | SYS_chmod
-        | SYS_chown | SYS_lchown | SYS_truncate | SYS_chroot | SYS_acct | SYS_memfd_create | SYS_umount2 => {
-            path(f, 0)
-        }
+        SYS_open | SYS_creat | SYS_access | SYS_chdir | SYS_mkdir | SYS_rmdir | SYS_unlink | SYS_chmod | SYS_chown
+        | SYS_lchown | SYS_truncate | SYS_chroot | SYS_acct | SYS_memfd_create | SYS_umount2 => path(f, 0),
         SYS_rename | SYS_link | SYS_symlink => {
             path(f, 0);
             path(f, 1)
         }
-        SYS_openat | SYS_mkdirat | SYS_mknodat | SYS_fchownat | SYS_unlinkat | SYS_fchmodat | SYS_faccessat
-        | SYS_faccessat2 | SYS_inotify_add_watch => path(f, 1),
+        SYS_openat
+        | SYS_mkdirat
+        | SYS_mknodat
+        | SYS_fchownat
+        | SYS_unlinkat
+        | SYS_fchmodat
+        | SYS_faccessat
+        | SYS_faccessat2
+        | SYS_inotify_add_watch => path(f, 1),
         SYS_renameat | SYS_renameat2 | SYS_linkat => {
             path(f, 1);
             path(f, 3)
@@ -478,7 +483,13 @@ mod tests {
         let seen = collect(SYS_recvmsg, [3, 0x200, 0, 0, 0, 0], &[(0x200, msg), (0x300, iov)]);
         assert_eq!(
             seen,
-            vec![(0x200, 56, W), (0x7000, 16, W), (0x300, 16, R), (0xa000, 1500, W), (0x8000, 64, W)]
+            vec![
+                (0x200, 56, W),
+                (0x7000, 16, W),
+                (0x300, 16, R),
+                (0xa000, 1500, W),
+                (0x8000, 64, W)
+            ]
         );
     }
 
@@ -493,7 +504,10 @@ mod tests {
         // TIOCGWINSZ is _IOR('T', 0x13, struct winsize) on the kernel's
         // encoding: read from the caller's side means the kernel writes.
         let tiocgwinsz: u64 = (2 << 30) | (8 << 16) | (0x54 << 8) | 0x13;
-        assert_eq!(collect(SYS_ioctl, [1, tiocgwinsz, 0x4000, 0, 0, 0], &[]), vec![(0x4000, 8, W)]);
+        assert_eq!(
+            collect(SYS_ioctl, [1, tiocgwinsz, 0x4000, 0, 0, 0], &[]),
+            vec![(0x4000, 8, W)]
+        );
         // An old request with no size encoded names no buffer here (the
         // guard's any-pointer rule covers its page).
         assert!(collect(SYS_ioctl, [1, 0x5401, 0x4000, 0, 0, 0], &[]).is_empty());
