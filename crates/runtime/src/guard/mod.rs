@@ -462,7 +462,9 @@ pub struct Prepared {
 /// guard is not installed.
 pub fn prepare(nr: i64, args: [u64; 6]) -> Prepared {
     let allow = Allow::new();
-    let held = if installed() {
+    // Inside the guard's or the pager's own code (the pager's swap-file
+    // reads), calls are the runtime's, with no region buffers.
+    let held = if installed() && allow.previous == BLOCK {
         CALLS.fetch_add(1, Relaxed);
         buffers_in(nr, args)
     } else {
