@@ -23,9 +23,10 @@
 //!   (`process_vm_readv`), so that a bad pointer fails the call with
 //!   `EFAULT` as it would have, instead of crashing the guard.
 //! * Not covered: memory the kernel touches after the call returns
-//!   (`io_uring` and AIO buffers, completed by kernel workers; a
-//!   `vmsplice`d page). Those fail with `EFAULT` or read stale data in
-//!   SIGBUS mode; such programs run with `--fault-mode thread`.
+//!   (`io_uring` and AIO buffers, completed by kernel workers, whose setup
+//!   calls the guard refuses; a `vmsplice`d page, which may be read after
+//!   it is evicted). A program that needs those runs with
+//!   `--fault-mode thread`.
 
 use libc::*;
 

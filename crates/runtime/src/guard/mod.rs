@@ -48,8 +48,10 @@
 //! * A buffer larger than a quarter of the RAM budget is faulted in but
 //!   not pinned beyond that quarter, so that a huge `read` cannot pin the
 //!   budget away; a threaded program may then see such a call fail.
-//! * Memory the kernel touches after a call returns (`io_uring`, AIO) is
-//!   not covered; see the `calls` module.
+//! * Memory the kernel touches after a call returns cannot be covered:
+//!   `io_uring_setup` and `io_setup` (kernel AIO) fail with `ENOSYS`, as
+//!   on a kernel built without them, and libraries fall back to threads.
+//!   A `vmsplice`d page is not covered (see the `calls` module).
 
 mod calls;
 mod raw;
@@ -671,6 +673,10 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
         libc::SYS_rt_sigaction => sigaction(args),
         libc::SYS_rt_sigprocmask => sigprocmask(uc, args),
         libc::SYS_prctl if args[0] == PR_SET_SYSCALL_USER_DISPATCH => -(libc::EBUSY as i64),
+        // Kernel workers would touch the buffers after the call returns:
+        // refused, as by a kernel without them, so that libraries fall
+        // back to their thread pools (libuv, liburing users).
+        libc::SYS_io_uring_setup | libc::SYS_io_setup => -(libc::ENOSYS as i64),
         libc::SYS_exit => {
             drop(allow);
             selectors::release();
