@@ -163,6 +163,96 @@ fn system_calls_on_evicted_heap_buffers_work_in_both_fault_modes() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+fn build_c(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    let status = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(format!("{}/tests/exec/{name}.c", env!("CARGO_MANIFEST_DIR")))
+        .status()
+        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
+    assert!(status.success(), "cc failed on tests/exec/{name}.c");
+    out
+}
+
+/// The parent pid of process `pid`, from /proc.
+fn parent_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn state_is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("State:") && l.contains('Z')))
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| parent_of(p) == Some(pid))
+        .collect()
+}
+
+/// A program that closes every descriptor from 3 up (close, closefrom,
+/// close_range) keeps its pager: ccvm's descriptors stay open, in both
+/// fault modes; and the helper process ends when the program execs
+/// another.
+#[test]
+fn closing_every_descriptor_leaves_the_pager_running() {
+    let dir = scratch_dir("descriptors");
+    let program = build_c(&dir, "descriptors");
+    let program = program.to_str().unwrap();
+    let plain = Command::new(program).arg("32").output().unwrap();
+    assert!(plain.status.success());
+    for mode in ["signal", "thread"] {
+        let path = dir.join(format!("{mode}.json"));
+        let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &[program, "32"], &path);
+        assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, plain.stdout, "{mode}");
+        let stats = &report(&path)["processes"][0]["stats"];
+        let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
+        assert!(back > 1000, "{mode}: nothing was paged back after the closes: {stats}");
+    }
+    // Exec'd into `sleep`: the helper, a child of the same process, is gone
+    // once the program it served is.
+    let mut ccvm = Command::new(env!("CARGO_BIN_EXE_ccvm"))
+        // Enough RAM for a helper process (see RuntimeConfig::HELPER_MIN_RAM).
+        .args(["exec", "--ram", "40M", "--", program, "64", "exec", "/bin/sleep", "3"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let comm = |p: u32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    let mut sleeper = None;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // The program is ccvm's child or grandchild.
+        let mut family = children_of(ccvm.id());
+        family.extend(family.clone().into_iter().flat_map(children_of));
+        sleeper = family.into_iter().find(|&p| comm(p).trim() == "sleep");
+        if sleeper.is_some() {
+            break;
+        }
+    }
+    // The helper sees its lifeline hang up within 100 ms of going idle.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let left = sleeper.map(|p| {
+        children_of(p)
+            .into_iter()
+            // An ended helper stays a zombie until `sleep` (which never
+            // waits for it) ends.
+            .filter(|&c| comm(c).trim() == "descriptors" && !state_is_zombie(c))
+            .count()
+    });
+    assert!(ccvm.wait().unwrap().success());
+    assert_eq!(left, Some(0), "the helper outlived the program that exec'd");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn exit_status_and_signals_are_forwarded() {
     let dir = scratch_dir("status");

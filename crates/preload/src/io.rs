@@ -1,5 +1,7 @@
 //! The C library's most frequent system-call wrappers, replaced so that a
-//! guarded program's reads and writes skip the guard's SIGSYS round trip.
+//! guarded program's reads and writes skip the guard's SIGSYS round trip;
+//! and its `close`, `close_range` and `closefrom`, replaced so that ccvm's
+//! own descriptors stay open in either fault mode (`ccvm_runtime::fds`).
 //!
 //! Under the guard ([`ccvm_runtime::guard`]) every system call raises
 //! SIGSYS and is made by the handler: about 1.4 µs a call, which a program
@@ -21,7 +23,7 @@ use libc::{c_int, c_void, iovec, msghdr, off_t, pollfd, size_t, sockaddr, sockle
 
 /// The C library's functions, by the index each wrapper names, found with
 /// `dlsym(RTLD_NEXT)` when the library starts.
-const NAMES: [&str; 16] = [
+const NAMES: [&str; 18] = [
     "read\0",
     "write\0",
     "pread\0",
@@ -38,10 +40,12 @@ const NAMES: [&str; 16] = [
     "sendmsg\0",
     "poll\0",
     "epoll_wait\0",
+    "close\0",
+    "syscall\0",
 ];
 #[allow(clippy::declare_interior_mutable_const)]
 const UNRESOLVED: AtomicUsize = AtomicUsize::new(0);
-static REAL: [AtomicUsize; 16] = [UNRESOLVED; 16];
+static REAL: [AtomicUsize; 18] = [UNRESOLVED; 18];
 
 /// Finds the C library's functions (call once, as the process starts,
 /// before any wrapper runs in a signal handler).
@@ -120,3 +124,122 @@ wrap!(14, poll, libc::SYS_poll, (fds: *mut pollfd, n: libc::nfds_t, timeout: c_i
 wrap!(15, epoll_wait, libc::SYS_epoll_wait,
     (epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int,
     [epfd, events, max, timeout]);
+
+/// `close`, except that ccvm's own descriptors stay open: closing one
+/// fails with `EBADF`, as if it were not open (see `ccvm_runtime::fds`).
+///
+/// # Safety
+///
+/// The C library's contract for `close`.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if ccvm_runtime::fds::is_ours(fd) {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = libc::EBADF };
+        return -1;
+    }
+    match real(16) {
+        // SAFETY: the system call `close` makes.
+        0 => match unsafe { real_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]) } {
+            r if r < 0 => {
+                // SAFETY: errno is thread-local.
+                unsafe { *libc::__errno_location() = -r as c_int };
+                -1
+            }
+            _ => 0,
+        },
+        f => {
+            // SAFETY: the C library's `close`.
+            let f: unsafe extern "C" fn(c_int) -> c_int = unsafe { std::mem::transmute(f) };
+            // SAFETY: the caller's argument.
+            unsafe { f(fd) }
+        }
+    }
+}
+
+/// System call `nr` through the C library's own `syscall` (not the one
+/// below), as the kernel returns it: a negative errno on failure.
+///
+/// # Safety
+///
+/// The call's own contract.
+unsafe fn real_syscall(nr: libc::c_long, a: [u64; 6]) -> i64 {
+    match real(17) {
+        0 => -(libc::ENOSYS as i64),
+        g => {
+            // SAFETY: the C library's `syscall`.
+            let g: unsafe extern "C" fn(libc::c_long, u64, u64, u64, u64, u64, u64) -> libc::c_long =
+                unsafe { std::mem::transmute(g) };
+            // SAFETY: the caller's.
+            match unsafe { g(nr, a[0], a[1], a[2], a[3], a[4], a[5]) } {
+                // SAFETY: errno is thread-local.
+                -1 => -(unsafe { *libc::__errno_location() } as i64),
+                r => r,
+            }
+        }
+    }
+}
+
+/// `close_range`, skipping ccvm's own descriptors.
+///
+/// # Safety
+///
+/// The C library's contract for `close_range`.
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
+    let r = ccvm_runtime::fds::close_range_around(first, last, flags as u32, &mut |a, b, f| {
+        // SAFETY: closing the program's own descriptors, as asked.
+        unsafe { real_syscall(libc::SYS_close_range, [a as u64, b as u64, f as u64, 0, 0, 0]) }
+    });
+    if r < 0 {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = -r as c_int };
+        return -1;
+    }
+    r as c_int
+}
+
+/// `closefrom`, skipping ccvm's own descriptors.
+///
+/// # Safety
+///
+/// The C library's contract for `closefrom`.
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(first: c_int) {
+    // SAFETY: as for close_range.
+    unsafe { close_range(first.max(0) as libc::c_uint, libc::c_uint::MAX, 0) };
+}
+
+/// The C library's `syscall`, except that `close` and `close_range` made
+/// through it leave ccvm's descriptors open, as the functions above do.
+/// (Declared with six arguments: on x86-64 a variadic call passes them in
+/// the same registers and stack slot.)
+///
+/// # Safety
+///
+/// The C library's contract for `syscall`.
+#[no_mangle]
+pub unsafe extern "C" fn syscall(nr: libc::c_long, a: u64, b: u64, c: u64, d: u64, e: u64, f: u64) -> libc::c_long {
+    match nr {
+        // SAFETY: the caller's arguments, as `close` takes them.
+        libc::SYS_close => return unsafe { close(a as c_int) } as libc::c_long,
+        // SAFETY: as `close_range` takes them.
+        libc::SYS_close_range => return unsafe { close_range(a as u32, b as u32, c as c_int) } as libc::c_long,
+        _ => {}
+    }
+    match real(17) {
+        0 => {
+            // SAFETY: errno is thread-local.
+            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            -1
+        }
+        g => {
+            // SAFETY: the C library's `syscall`, called with the same
+            // registers.
+            let g: unsafe extern "C" fn(libc::c_long, u64, u64, u64, u64, u64, u64) -> libc::c_long =
+                unsafe { std::mem::transmute(g) };
+            // SAFETY: the caller's arguments.
+            unsafe { g(nr, a, b, c, d, e, f) }
+        }
+    }
+}

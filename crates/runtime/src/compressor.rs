@@ -120,6 +120,8 @@ pub(crate) struct Helper {
     pages: std::collections::VecDeque<(u64, bool)>,
     /// Entries collected.
     collected: u32,
+    /// The write end of the helper's lifeline (in the parent).
+    lifeline: Option<std::os::fd::OwnedFd>,
 }
 
 // SAFETY: the shared mapping is owned by the helper value; the pager that
@@ -168,6 +170,16 @@ impl Helper {
         let mut warm = vec![0u8; PAGE_SIZE];
         let sample: Vec<u8> = (0..PAGE_SIZE).map(|i| (i * 7 % 251) as u8).collect();
         let _ = encode(&mut *codec, &sample, &mut warm, huge_threshold);
+        // The helper's lifeline: it hangs up when the program ends or execs
+        // another program (the write end is close-on-exec), so that the
+        // helper does not outlive it holding memory and the swap file.
+        let mut lifeline = [-1; 2];
+        // SAFETY: a two-descriptor array.
+        if unsafe { libc::pipe2(lifeline.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            // SAFETY: the mapping made above.
+            unsafe { libc::munmap(base, len) };
+            return None;
+        }
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: clone without CLONE_VM is fork; exit signal 0 means no
         // SIGCHLD. The child runs only `serve`, which allocates nothing
@@ -175,8 +187,12 @@ impl Helper {
         // malloc safe in a child, do not run for a raw clone.
         let child = unsafe { libc::syscall(libc::SYS_clone, 0, 0, 0, 0, 0) } as libc::pid_t;
         if child < 0 {
-            // SAFETY: the mapping made above.
-            unsafe { libc::munmap(base, len) };
+            // SAFETY: the mapping and pipe made above.
+            unsafe {
+                libc::munmap(base, len);
+                libc::close(lifeline[0]);
+                libc::close(lifeline[1]);
+            }
             return None;
         }
         let helper = Helper {
@@ -185,6 +201,7 @@ impl Helper {
             child,
             pages: std::collections::VecDeque::with_capacity(RING),
             collected: 0,
+            lifeline: None,
         };
         if child == 0 {
             // SAFETY: in the child: die with the parent; if it is already
@@ -194,12 +211,28 @@ impl Helper {
                 if libc::getppid() != parent {
                     libc::_exit(0);
                 }
+                // The program's descriptors (its files, the swap file) are
+                // not the helper's to keep open: all but the lifeline go.
+                let keep = lifeline[0] as u64;
+                let close_range =
+                    |first: u64, last: u64| crate::guard::raw_syscall(libc::SYS_close_range, [first, last, 0, 0, 0, 0]);
+                if keep > 0 {
+                    close_range(0, keep - 1);
+                }
+                close_range(keep + 1, u32::MAX as u64);
             }
-            helper.serve(&mut *codec, huge_threshold);
+            helper.serve(&mut *codec, huge_threshold, lifeline[0]);
             // SAFETY: ends the child without running the parent's atexit
             // handlers or destructors, which belong to the parent.
             unsafe { libc::_exit(0) }
         }
+        // SAFETY: the read end is the helper's; the write end is ours.
+        unsafe { libc::close(lifeline[0]) };
+        // SAFETY: a descriptor we own from here on.
+        let write_end =
+            crate::fds::raise(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(lifeline[1]) });
+        let mut helper = helper;
+        helper.lifeline = Some(write_end);
         Some(helper)
     }
 
@@ -214,8 +247,9 @@ impl Helper {
         unsafe { self.base.add(first).cast::<Entry>().add(i as usize % RING) }
     }
 
-    /// The helper's loop: compresses entries in order until told to stop.
-    fn serve(&self, codec: &mut dyn Codec, huge_threshold: usize) {
+    /// The helper's loop: compresses entries in order until told to stop,
+    /// or until its `lifeline` hangs up.
+    fn serve(&self, codec: &mut dyn Codec, huge_threshold: usize, lifeline: libc::c_int) {
         let h = self.header();
         let mut done = h.done.load(Ordering::Acquire);
         while h.stop.load(Ordering::Acquire) == 0 {
@@ -231,6 +265,9 @@ impl Helper {
                     futex_wait(&h.pushed, seen);
                 }
                 h.sleeping.store(0, Ordering::SeqCst);
+                if hung_up(lifeline) {
+                    return;
+                }
                 continue;
             }
             // SAFETY: entry `done` was pushed (Acquire above) and is not
@@ -332,6 +369,17 @@ impl Drop for Helper {
         // SAFETY: the mapping made in `start`; the child has exited.
         unsafe { libc::munmap(self.base.cast(), self.len) };
     }
+}
+
+/// Whether the other end of pipe `fd` is closed.
+fn hung_up(fd: libc::c_int) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLHUP != 0 }
 }
 
 /// Sleeps while `word` is `value` (100 ms at most). The word is in a

@@ -71,6 +71,7 @@ mod compressor;
 mod config;
 pub mod delay;
 mod exec;
+pub mod fds;
 pub mod ffi;
 mod frames;
 pub mod guard;

@@ -402,7 +402,7 @@ fn spawn_handler(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd) -> Result<(JoinHandle
         return Err(os("eventfd"));
     }
     // SAFETY: a descriptor we own from here on.
-    let stop = unsafe { OwnedFd::from_raw_fd(stop) };
+    let stop = crate::fds::raise(unsafe { OwnedFd::from_raw_fd(stop) });
     let stop_fd = stop.as_raw_fd();
     let thread = std::thread::Builder::new()
         .name("ccvm-pager".into())

@@ -218,6 +218,8 @@ impl SwapFile {
             .custom_flags(libc::O_TMPFILE | libc::O_DIRECT)
             .open(dir)
             .map_err(create)?;
+        // Out of the program's way (see `crate::fds`).
+        let file = File::from(crate::fds::raise(file.into()));
         let read_buf = AlignedBuf::new(PAGE_SIZE);
         // The smallest direct-I/O size the device takes: try 512.
         let align = match file.write_at(&read_buf[..512], 0) {

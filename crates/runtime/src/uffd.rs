@@ -194,6 +194,8 @@ impl Uffd {
             return Err(UffdError::NoSigbus);
         }
         let can_move = api.features & FEATURE_MOVE != 0;
+        // Out of the program's way (see `crate::fds`).
+        let fd = crate::fds::raise(fd);
         Ok(Uffd { fd, sigbus, can_move })
     }
 

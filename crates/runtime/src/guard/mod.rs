@@ -56,6 +56,11 @@
 mod calls;
 mod raw;
 
+/// A system call made straight to the kernel, past any wrapper a
+/// preloaded library puts over the C library's `syscall` (and exempt from
+/// the guard's interception).
+pub(crate) use raw::syscall as raw_syscall;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::pins::{self, Pin};
@@ -677,6 +682,15 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
         // refused, as by a kernel without them, so that libraries fall
         // back to their thread pools (libuv, liburing users).
         libc::SYS_io_uring_setup | libc::SYS_io_setup => -(libc::ENOSYS as i64),
+        // ccvm's own descriptors are not the program's to close (see
+        // `crate::fds`).
+        libc::SYS_close if crate::fds::is_ours(args[0] as i32) => -(libc::EBADF as i64),
+        libc::SYS_close_range => {
+            crate::fds::close_range_around(args[0] as u32, args[1] as u32, args[2] as u32, &mut |a, b, f| {
+                // SAFETY: closing the program's own descriptors, as asked.
+                unsafe { raw::syscall(libc::SYS_close_range, [a as u64, b as u64, f as u64, 0, 0, 0]) }
+            })
+        }
         libc::SYS_exit => {
             drop(allow);
             selectors::release();
