@@ -260,10 +260,17 @@ static void process(void) {
     /* fork and wait4 with the status in the heap; execve with its
      * arguments in the heap. */
     int *status = heap(sizeof *status);
+    char *note = heap(4);
+    memcpy(note, "kid", 4);
+    push_out();
     pid_t pid = fork();
-    if (pid == 0) _exit(7);
+    /* The child writes from its heap (plain memory in a forked child). */
+    if (pid == 0) _exit(write(fds[1], note, 4) == 4 ? 7 : 8);
     push_out();
     CHECK("wait4", waitpid(pid, status, 0) == pid && WIFEXITED(*status) && WEXITSTATUS(*status) == 7);
+    char *got = heap(4);
+    push_out();
+    CHECK("fork write", read(fds[0], got, 4) == 4 && memcmp(got, "kid", 4) == 0);
     char **argv = heap(3 * sizeof *argv);
     argv[0] = heap(16);
     strcpy(argv[0], "/bin/sh");

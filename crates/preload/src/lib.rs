@@ -270,6 +270,7 @@ extern "C" fn after_fork_child() {
         return;
     };
     held.pager.child();
+    guard::detach();
     STATE.store(DETACHED, Ordering::Release);
     let [read_end, write_end] = held.pipe;
     if write_end >= 0 {

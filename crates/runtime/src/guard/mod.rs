@@ -222,6 +222,13 @@ pub fn counters() -> (u64, u64, u64) {
     )
 }
 
+/// Turns the guard off in this process: for a forked child whose heap is
+/// plain memory (the kernel does not carry the interception over a fork;
+/// this stops the wrappers of [`prepare`] reaching for the parent's pager).
+pub fn detach() {
+    INSTALLED.store(false, Relaxed);
+}
+
 /// Whether the guard is on in this process.
 pub fn installed() -> bool {
     INSTALLED.load(Relaxed)
