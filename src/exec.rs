@@ -335,6 +335,19 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
             set.fault_mode,
             mib(r.unpaged_bytes)
         )?;
+        let u = &r.unpaged_mappings;
+        writeln!(
+            out,
+            "coverage               RssAnon {} MiB at exit; {} MiB of anonymous mappings left to the kernel \
+             (reserved {}, fixed address {}, stacks {}, shared {}, other protections {})",
+            mib(r.rss_anon_at_exit_bytes),
+            mib(u.total()),
+            mib(u.reserved),
+            mib(u.fixed),
+            mib(u.stacks_and_huge),
+            mib(u.shared),
+            mib(u.other_protections)
+        )?;
         crate::live::print_stats(out, &r.stats)?;
     }
     Ok(())

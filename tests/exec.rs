@@ -115,6 +115,13 @@ fn a_c_program_with_threads_fork_exec_and_mappings_prints_the_same_when_paged() 
         ["16", "exec-child"],
         "one report each from the program and the program it exec'd"
     );
+    // Its 64 MiB reservation and 1 MiB of shared memory were left to the
+    // kernel, and the report says so.
+    let main = &r["processes"][0];
+    let unpaged = &main["unpaged_mappings"];
+    assert!(unpaged["reserved"].as_u64().unwrap() >= 64 << 20, "{unpaged}");
+    assert!(unpaged["shared"].as_u64().unwrap() >= 1 << 20, "{unpaged}");
+    assert!(main["rss_anon_at_exit_bytes"].as_u64().unwrap() > 0, "{main}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -239,6 +239,30 @@ pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> size_t {
     unsafe { std::mem::transmute::<usize, Usable>(f)(ptr) }
 }
 
+/// Bytes of anonymous mappings passed to the kernel, by reason (see
+/// `ccvm_runtime::UnpagedMappings`): reserved, fixed, stacks and huge
+/// pages, shared, other protections.
+pub static UNPAGED_MAPPINGS: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+
+/// Counts an anonymous mapping the heap did not serve, by why.
+fn count_unpaged(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int) {
+    if fd != -1 || flags & libc::MAP_ANONYMOUS == 0 || len == 0 {
+        return;
+    }
+    let reason = if flags & libc::MAP_NORESERVE != 0 || prot == libc::PROT_NONE {
+        0
+    } else if !addr.is_null() || flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
+        1
+    } else if flags & (libc::MAP_STACK | libc::MAP_GROWSDOWN | libc::MAP_HUGETLB) != 0 {
+        2
+    } else if flags & libc::MAP_TYPE != libc::MAP_PRIVATE {
+        3
+    } else {
+        4
+    };
+    UNPAGED_MAPPINGS[reason].fetch_add(len, Ordering::Relaxed);
+}
+
 /// Whether an `mmap` call asks for plain private memory that the heap can
 /// give: anonymous, private, read-write, at no fixed address, not a huge
 /// reservation (`MAP_NORESERVE`), not a stack.
@@ -258,6 +282,9 @@ fn heap_mappable(addr: *mut c_void, prot: c_int, flags: c_int, fd: c_int) -> boo
 }
 
 fn sys_mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+    // No buffer to bring in: straight to the kernel, past the guard's
+    // SIGSYS round trip.
+    let _allow = ccvm_runtime::guard::Allow::new();
     // SAFETY: the system call itself, with the caller's arguments.
     unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) as *mut c_void }
 }
@@ -279,6 +306,9 @@ pub extern "C" fn mmap(
             mappings::add(p as usize, len);
             return p.cast();
         }
+    }
+    if crate::started() {
+        count_unpaged(addr, len, prot, flags, fd);
     }
     sys_mmap(addr, len, prot, flags, fd, off)
 }
@@ -316,6 +346,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
         }
         return 0;
     }
+    let _allow = ccvm_runtime::guard::Allow::new();
     // SAFETY: the system call itself.
     unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int }
 }
@@ -343,6 +374,7 @@ pub unsafe extern "C" fn mremap(
         } else {
             std::ptr::null_mut()
         };
+        let _allow = ccvm_runtime::guard::Allow::new();
         // SAFETY: the system call itself.
         return unsafe { libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) as *mut c_void };
     }

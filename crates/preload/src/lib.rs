@@ -186,12 +186,39 @@ extern "C" fn end() {
         heap_peak_bytes: heap::peak() as u64,
         unpaged_bytes: heap::UNPAGED.load(Ordering::Relaxed) as u64,
         stats: region.stats(),
+        unpaged_mappings: unpaged_mappings(),
+        rss_anon_at_exit_bytes: rss_anon().unwrap_or(0),
     };
     let path = dir.join(format!("{}.json", report.pid));
     let json = serde_json::to_vec(&report).expect("reports serialize");
     if let Err(e) = std::fs::write(&path, json) {
         eprintln!("ccvm: writing the report {}: {e}", path.display());
     }
+}
+
+fn unpaged_mappings() -> ccvm_runtime::UnpagedMappings {
+    let n = |i: usize| exports::UNPAGED_MAPPINGS[i].load(Ordering::Relaxed) as u64;
+    ccvm_runtime::UnpagedMappings {
+        reserved: n(0),
+        fixed: n(1),
+        stacks_and_huge: n(2),
+        shared: n(3),
+        other_protections: n(4),
+    }
+}
+
+/// This process's `RssAnon`, bytes.
+fn rss_anon() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib << 10)
 }
 
 /// What is held across a fork, from the prepare handler to the parent's or

@@ -175,4 +175,38 @@ pub struct ExecReport {
     pub unpaged_bytes: u64,
     /// The runtime's counters.
     pub stats: RuntimeStats,
+    /// Anonymous memory the program mapped that was passed to the kernel
+    /// unpaged, and why.
+    #[serde(default)]
+    pub unpaged_mappings: UnpagedMappings,
+    /// The process's resident anonymous memory (`RssAnon`) as it exited:
+    /// the paged region's resident pages and everything ccvm did not page.
+    #[serde(default)]
+    pub rss_anon_at_exit_bytes: u64,
+}
+
+/// Bytes of anonymous `mmap`s passed to the kernel unpaged, in all (a
+/// mapping counts once, when made), by the reason the heap did not serve
+/// it. Mappings the C library makes for itself (thread stacks, its own
+/// allocator's arenas before the heap is up) are not seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnpagedMappings {
+    /// Reservations: `MAP_NORESERVE` or `PROT_NONE` (a JVM's or V8's heap,
+    /// committed later with `mprotect`).
+    pub reserved: u64,
+    /// At a fixed address or an address hint.
+    pub fixed: u64,
+    /// Stacks (`MAP_STACK`, `MAP_GROWSDOWN`) and huge-page mappings.
+    pub stacks_and_huge: u64,
+    /// Shared anonymous memory.
+    pub shared: u64,
+    /// Other protections (executable, read-only: JIT code).
+    pub other_protections: u64,
+}
+
+impl UnpagedMappings {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.reserved + self.fixed + self.stacks_and_huge + self.shared + self.other_protections
+    }
 }

@@ -87,7 +87,7 @@ pub mod uffd;
 /// ccvm's page, as every crate takes it (the codec crate defines it).
 pub use ccvm_codec::PAGE_SIZE;
 pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};
-pub use exec::{ExecReport, ExecSettings};
+pub use exec::{ExecReport, ExecSettings, UnpagedMappings};
 pub use pager::FATAL_EXIT;
 pub use readahead::DEFAULT_WINDOW as DEFAULT_READAHEAD;
 pub use region::{ForkGuard, Region};
