@@ -260,6 +260,34 @@ fn closing_every_descriptor_leaves_the_pager_running() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A heap mapping given up with `madvise` after it left memory reads back
+/// as the kernel's would (zeros after `MADV_DONTNEED`), through the C
+/// library and through `syscall(2)`, in both fault modes.
+#[test]
+fn madvised_pages_read_back_as_the_kernel_says_after_eviction() {
+    let dir = scratch_dir("madvise");
+    let program = build_c(&dir, "madvise");
+    let program = program.to_str().unwrap();
+    for how in [&[][..], &["raw"][..]] {
+        let mut command = vec![program, "32"];
+        command.extend_from_slice(how);
+        let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
+        assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stdout));
+        for mode in ["signal", "thread"] {
+            let path = dir.join(format!("{mode}.json"));
+            let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &command, &path);
+            let what = format!("{mode} {how:?}");
+            assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stdout));
+            assert_eq!(out.stdout, plain.stdout, "{what}");
+            let stats = &report(&path)["processes"][0]["stats"];
+            assert!(stats["pages_discarded"].as_u64().unwrap() >= 4096, "{what}: {stats}");
+            let evicted = stats["pages_compressed"].as_u64().unwrap() + stats["pages_swapped_raw"].as_u64().unwrap();
+            assert!(evicted > 4096, "{what}: the mapping did not leave memory: {stats}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn exit_status_and_signals_are_forwarded() {
     let dir = scratch_dir("status");

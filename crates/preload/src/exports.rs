@@ -351,6 +351,48 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int }
 }
 
+/// `madvise(2)`: heap pages given up (`MADV_DONTNEED`, `MADV_FREE`) read
+/// back as zeros, copies in the cache or on disk included; `MADV_REMOVE`
+/// fails with `EINVAL` as on any private anonymous memory; other advice on
+/// the heap is accepted and ignored, and everything else goes to the
+/// kernel.
+///
+/// # Safety
+///
+/// As for the system call.
+#[no_mangle]
+pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    let _allow = ccvm_runtime::guard::Allow::new();
+    if !heap::contains(addr.cast()) {
+        // SAFETY: the system call itself (straight to the kernel: the
+        // `syscall` of this library routes madvise here).
+        return unsafe { ccvm_runtime::sys_madvise(addr, len, advice) };
+    }
+    if !(addr as usize).is_multiple_of(PAGE) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    match advice {
+        libc::MADV_DONTNEED | libc::MADV_FREE => {
+            if let Some(region) = crate::paged_region() {
+                let offset = addr as usize - region.as_ptr() as usize;
+                let end = (offset + len).min(region.len());
+                region.discard(offset..end);
+            } else {
+                // A forked child's plain heap: the kernel's own.
+                // SAFETY: the system call itself.
+                return unsafe { ccvm_runtime::sys_madvise(addr, len, advice) };
+            }
+            0
+        }
+        libc::MADV_REMOVE => {
+            set_errno(libc::EINVAL);
+            -1
+        }
+        _ => 0,
+    }
+}
+
 /// `mremap(2)`: a heap mapping shrinks in place or moves to a new heap
 /// block (when `MREMAP_MAYMOVE` allows it).
 ///

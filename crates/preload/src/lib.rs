@@ -114,6 +114,12 @@ pub fn started() -> bool {
     STATE.load(Ordering::Acquire) != OFF
 }
 
+/// The region, while this process is paged (not in a forked child, whose
+/// heap is plain memory).
+pub(crate) fn paged_region() -> Option<&'static Region> {
+    (STATE.load(Ordering::Acquire) == PAGED).then(region).flatten()
+}
+
 fn region() -> Option<&'static Region> {
     // SAFETY: set once, to a leaked region.
     unsafe { REGION.load(Ordering::Acquire).as_ref() }

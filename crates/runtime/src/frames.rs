@@ -69,7 +69,7 @@ impl Frames {
         // A fork (the compressor's helper, or the program's own) must not
         // share the shadow's frames: a shared frame cannot be moved.
         // SAFETY: the mapping just made.
-        unsafe { libc::madvise(base, len, libc::MADV_DONTFORK) };
+        unsafe { crate::sys_madvise(base, len, libc::MADV_DONTFORK) };
         if uffd.register_missing(base as usize, len).is_err() {
             // SAFETY: the mapping made above.
             unsafe { libc::munmap(base, len) };
@@ -142,7 +142,7 @@ impl Frames {
             let oldest = self.spare.pop_front().expect("over the cap") as usize;
             self.is_spare[oldest] = false;
             // SAFETY: a slot of our shadow holding a frame nothing refers to.
-            unsafe { libc::madvise(self.slot(oldest) as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) };
+            unsafe { crate::sys_madvise(self.slot(oldest) as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) };
         }
     }
 }
@@ -167,7 +167,7 @@ pub(crate) fn map_small_pages(len: usize) -> Option<*mut libc::c_void> {
         return None;
     }
     // SAFETY: the mapping just made.
-    unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    unsafe { crate::sys_madvise(base, len, libc::MADV_NOHUGEPAGE) };
     Some(base)
 }
 

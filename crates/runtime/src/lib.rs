@@ -84,6 +84,34 @@ mod stats;
 mod swap;
 pub mod uffd;
 
+/// `madvise(2)` made straight to the kernel: a library that preloads the
+/// runtime may replace `madvise` and `syscall` (ccvm's own does, for the
+/// program's heap), and the runtime's own calls must reach the kernel.
+/// Returns 0, or -1 with `errno` set.
+///
+/// ```
+/// let page = vec![0u8; 8192];
+/// let aligned = (page.as_ptr() as usize).next_multiple_of(4096);
+/// // SAFETY: advice that changes nothing, on memory we own.
+/// assert_eq!(unsafe { ccvm_runtime::sys_madvise(aligned as *mut _, 4096, libc::MADV_NORMAL) }, 0);
+/// ```
+///
+/// # Safety
+///
+/// As for `madvise`.
+pub unsafe fn sys_madvise(addr: *mut libc::c_void, len: usize, advice: libc::c_int) -> libc::c_int {
+    let args = [addr as u64, len as u64, advice as u64, 0, 0, 0];
+    // SAFETY: the caller's.
+    match unsafe { guard::raw_syscall(libc::SYS_madvise, args) } {
+        r if r < 0 => {
+            // SAFETY: errno is thread-local.
+            unsafe { *libc::__errno_location() = -r as i32 };
+            -1
+        }
+        _ => 0,
+    }
+}
+
 /// ccvm's page, as every crate takes it (the codec crate defines it).
 pub use ccvm_codec::PAGE_SIZE;
 pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};

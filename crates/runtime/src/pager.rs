@@ -275,6 +275,46 @@ impl Pager {
         self.compress(page, bytes);
     }
 
+    /// The program dropped pages `pages` (`MADV_DONTNEED` or `MADV_FREE`):
+    /// each reads back as zeros, as the kernel's would. A page in the cache
+    /// or on disk is replaced by a zero-filled one (no memory, no I/O; the
+    /// policy still counts it where it was, as a page it will fault back);
+    /// a trapped page's frame is zeroed. Resident pages are the caller's:
+    /// the kernel's own `madvise` drops them, and their next touch maps
+    /// zeros.
+    pub fn discard(&mut self, pages: std::ops::Range<usize>) {
+        self.collect_finished();
+        self.run_actions();
+        for page in pages.start..pages.end.min(self.state.len()) {
+            if matches!(self.state[page], PageState::Pending) {
+                self.complete_pending(page);
+                self.run_actions();
+            }
+            match self.state[page] {
+                PageState::Compressed => {
+                    if let Err(e) = self.parts.store.put(page as u64, &[0u8; PAGE_SIZE]) {
+                        fatal(format!("dropping page {page} from the compression cache: {e}"));
+                    }
+                }
+                PageState::Disk(slot) => {
+                    self.parts.swap.forget(page as u64, slot);
+                    match self.parts.swap.write(page as u64, ccvm_store::Stored::Same(0), &[]) {
+                        Ok(zero) => self.state[page] = PageState::Disk(zero),
+                        Err(e) => fatal(e),
+                    }
+                }
+                PageState::Trapped => {
+                    let frames = self.frames.as_ref().expect("a trapped page has frames");
+                    // SAFETY: the page's frame, parked in its shadow slot:
+                    // a mapped page of ours that nothing else refers to.
+                    unsafe { std::ptr::write_bytes(frames.slot(page) as *mut u8, 0, PAGE_SIZE) };
+                }
+                _ => {}
+            }
+        }
+        self.stats.pages_discarded += pages.len() as u64;
+    }
+
     fn addr(&self, page: usize) -> usize {
         self.parts.base + page * PAGE_SIZE
     }
@@ -726,7 +766,7 @@ impl Pager {
         // thread changes it while it is copied.
         unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, self.page.as_mut_ptr(), PAGE_SIZE) };
         // SAFETY: a page-aligned range of our own mapping.
-        if unsafe { libc::madvise(addr as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
+        if unsafe { crate::sys_madvise(addr as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
             fatal(format!("madvise: {}", std::io::Error::last_os_error()));
         }
         Target::Buffer

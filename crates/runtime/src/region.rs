@@ -286,6 +286,23 @@ impl Region {
         }
     }
 
+    /// `madvise(MADV_DONTNEED)` on `range` (byte offsets into the region,
+    /// page-aligned at the start): afterwards every page of it reads as
+    /// zeros, including pages that were in the compression cache or on
+    /// disk, whose copies are dropped.
+    ///
+    /// # Panics
+    ///
+    /// If `range` is not within the region.
+    pub fn discard(&self, range: std::ops::Range<usize>) {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "{range:?} is outside the region"
+        );
+        let pages = range.start / PAGE_SIZE..range.end.div_ceil(PAGE_SIZE);
+        discard_locked(&self.pager, self.base.as_ptr() as usize, pages);
+    }
+
     /// Holds the pager for a `fork` about to happen: no fault is served
     /// until the guard is used up in the parent ([`ForkGuard::parent`]) or
     /// in the child ([`ForkGuard::child`]). Pages on their way to the
@@ -395,6 +412,24 @@ impl ForkGuard<'_> {
 
 /// Starts the event-mode handler thread; returns it with the eventfd that
 /// stops it.
+/// Drops `pages` of the region at `base` served by `pager`: its copies
+/// first, then the kernel's mapping, under the pager's lock so that no
+/// fault maps a page between the two.
+pub(crate) fn discard_locked(pager: &Mutex<Pager>, base: usize, pages: std::ops::Range<usize>) {
+    let _allow = crate::guard::Allow::new();
+    let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
+    p.discard(pages.clone());
+    // SAFETY: page-aligned pages of the region, whose contents the
+    // program gave up.
+    unsafe {
+        crate::sys_madvise(
+            (base + pages.start * PAGE_SIZE) as *mut libc::c_void,
+            pages.len() * PAGE_SIZE,
+            libc::MADV_DONTNEED,
+        )
+    };
+}
+
 fn spawn_handler(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd) -> Result<(JoinHandle<()>, OwnedFd), RuntimeError> {
     // SAFETY: eventfd with valid flags; the result is checked.
     let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };

@@ -78,6 +78,23 @@ pub(crate) fn set_program_action(handler: usize, flags: u64, mask: u64) {
     PREVIOUS[2].store(mask, Ordering::Relaxed);
 }
 
+/// `madvise(MADV_DONTNEED)` of `[addr, addr + len)` where it lies in a
+/// region (see `Region::discard`); returns the part inside one, `None` if
+/// `addr` is in none.
+pub(crate) fn discard(addr: usize, len: usize) -> Option<usize> {
+    let slot = TABLE.iter().find(|s| {
+        !s.pager.load(Ordering::Acquire).is_null()
+            && (s.start.load(Ordering::Relaxed)..s.end.load(Ordering::Relaxed)).contains(&addr)
+    })?;
+    let (start, end) = (slot.start.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
+    let last = addr.saturating_add(len).min(end);
+    // SAFETY: as in `find`.
+    let pager = unsafe { &*slot.pager.load(Ordering::Acquire) };
+    let pages = (addr - start) / crate::PAGE_SIZE..(last - start).div_ceil(crate::PAGE_SIZE);
+    crate::region::discard_locked(pager, start, pages);
+    Some(last - addr)
+}
+
 /// Waits for every fault and eviction under way in any region to finish:
 /// a pin taken before this is seen by every eviction after it.
 pub(crate) fn settle() {

@@ -51,6 +51,10 @@ pub struct RuntimeStats {
     /// policy as touched again at once.
     #[serde(default)]
     pub evictions_pinned: u64,
+    /// Pages the program dropped (`MADV_DONTNEED`, `MADV_FREE`): their
+    /// copies in the cache or on disk were replaced by zeros.
+    #[serde(default)]
+    pub pages_discarded: u64,
     /// System calls the guard intercepted (SIGBUS mode under `ccvm exec`).
     #[serde(default)]
     pub guarded_calls: u64,

@@ -457,6 +457,28 @@ impl SwapFile {
             })
     }
 
+    /// Frees page `page`'s `slot` without reading it (the program dropped
+    /// the page).
+    pub fn forget(&mut self, page: u64, slot: SwapSlot) {
+        if !slot.is_same() {
+            self.release(page, slot);
+        }
+    }
+
+    /// Takes `page`'s `slot` out of its cluster's members.
+    fn release(&mut self, page: u64, slot: SwapSlot) {
+        let c = slot.cluster as usize;
+        if let Some(i) = self.members[c].iter().position(|&(p, _)| p == page) {
+            self.members[c].swap_remove(i);
+            let rounded = slot.payload_len().next_multiple_of(self.align) as u32;
+            self.live_bytes[c] -= rounded;
+            self.total_live -= rounded as u64;
+            if self.members[c].is_empty() && slot.cluster != self.current {
+                self.free_clusters.push(slot.cluster);
+            }
+        }
+    }
+
     /// Reads page `page` back from `slot` into `out` (4096 bytes), checks
     /// it, frees the slot, and returns how it is kept: for
     /// [`Stored::Compressed`]`(n)` the payload is `out[..n]`.
@@ -496,16 +518,7 @@ impl SwapFile {
                 what: "checksum mismatch",
             });
         }
-        let c = slot.cluster as usize;
-        if let Some(i) = self.members[c].iter().position(|&(p, _)| p == page) {
-            self.members[c].swap_remove(i);
-            let rounded = payload.next_multiple_of(self.align) as u32;
-            self.live_bytes[c] -= rounded;
-            self.total_live -= rounded as u64;
-            if self.members[c].is_empty() && slot.cluster != self.current {
-                self.free_clusters.push(slot.cluster);
-            }
-        }
+        self.release(page, slot);
         if from_disk && in_span.is_none() {
             wait(self.latency.saturating_sub(started.elapsed()));
         }

@@ -689,6 +689,23 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
         // refused, as by a kernel without them, so that libraries fall
         // back to their thread pools (libuv, liburing users).
         libc::SYS_io_uring_setup | libc::SYS_io_setup => -(libc::ENOSYS as i64),
+        // Pages the program drops read back as zeros, cached and swapped
+        // copies included.
+        libc::SYS_madvise
+            if matches!(args[2] as i32, libc::MADV_DONTNEED | libc::MADV_FREE)
+                && in_region(args[0] as usize)
+                && (args[0] as usize).is_multiple_of(crate::PAGE_SIZE) =>
+        {
+            let inside = crate::signal::discard(args[0] as usize, args[1] as usize).unwrap_or(0);
+            match args[1] as usize - inside.min(args[1] as usize) {
+                0 => 0,
+                rest => {
+                    let tail = [args[0] + inside as u64, rest as u64, args[2], 0, 0, 0];
+                    // SAFETY: the program's own call, on the part past the region.
+                    unsafe { raw::syscall(libc::SYS_madvise, tail) }
+                }
+            }
+        }
         // ccvm's own descriptors are not the program's to close (see
         // `crate::fds`).
         libc::SYS_close if crate::fds::is_ours(args[0] as i32) => -(libc::EBADF as i64),
