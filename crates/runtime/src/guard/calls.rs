@@ -1,5 +1,3 @@
-// The C library's call numbers are lower-case constants, matched here.
-#![allow(non_upper_case_globals)]
 //! Which memory each system call hands to the kernel: the buffers the
 //! guard faults in before the call (x86-64 Linux numbering).
 //!
@@ -27,6 +25,9 @@
 //!   calls the guard refuses; a `vmsplice`d page, which may be read after
 //!   it is evicted). A program that needs those runs with
 //!   `--fault-mode thread`.
+
+// The C library's call numbers are lower-case constants, matched here.
+#![allow(non_upper_case_globals)]
 
 use libc::*;
 
@@ -191,23 +192,15 @@ pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize
             path(f, 2);
             path(f, 4)
         }
-        SYS_setxattr | SYS_lsetxattr => {
-            path(f, 0);
+        SYS_setxattr | SYS_lsetxattr | SYS_fsetxattr | SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => {
+            // The file's path (not for the descriptor forms), the
+            // attribute's name, and its value: read to set, written to get.
+            if !matches!(nr, SYS_fsetxattr | SYS_fgetxattr) {
+                path(f, 0);
+            }
             path(f, 1);
-            f(p(2), n(3), R)
-        }
-        SYS_fsetxattr => {
-            path(f, 1);
-            f(p(2), n(3), R)
-        }
-        SYS_getxattr | SYS_lgetxattr => {
-            path(f, 0);
-            path(f, 1);
-            f(p(2), n(3), W)
-        }
-        SYS_fgetxattr => {
-            path(f, 1);
-            f(p(2), n(3), W)
+            let setting = matches!(nr, SYS_setxattr | SYS_lsetxattr | SYS_fsetxattr);
+            f(p(2), n(3), if setting { R } else { W })
         }
         SYS_listxattr | SYS_llistxattr => {
             path(f, 0);

@@ -352,44 +352,50 @@ fn in_region(addr: usize) -> bool {
 /// fault there is served), through the kernel elsewhere, so that a bad
 /// pointer is an error, not a crash.
 fn peek(addr: usize, out: &mut [u8]) -> bool {
-    let len = out.len();
-    if in_region(addr) && addr.checked_add(len).is_some_and(|e| e <= END.load(Relaxed)) {
+    if wholly_in_region(addr, out.len()) {
         // SAFETY: inside the region, which is mapped read-write for its
         // whole length (a missing page faults and is served).
-        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), len) };
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
         return true;
     }
-    let local = libc::iovec {
-        iov_base: out.as_mut_ptr().cast(),
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: the kernel checks the remote range; the local one is `out`.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    n == len as isize
+    through_kernel(addr, out.as_mut_ptr(), out.len(), false)
 }
 
 /// Writes `bytes` at `addr` as `peek` reads.
 fn poke(addr: usize, bytes: &[u8]) -> bool {
-    let len = bytes.len();
-    if in_region(addr) && addr.checked_add(len).is_some_and(|e| e <= END.load(Relaxed)) {
+    if wholly_in_region(addr, bytes.len()) {
         // SAFETY: inside the region, mapped read-write.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, len) };
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
         return true;
     }
+    through_kernel(addr, bytes.as_ptr().cast_mut(), bytes.len(), true)
+}
+
+fn wholly_in_region(addr: usize, len: usize) -> bool {
+    in_region(addr) && addr.checked_add(len).is_some_and(|e| e <= END.load(Relaxed))
+}
+
+/// Copies `len` bytes between `local` and the program's `addr` through the
+/// kernel (`process_vm_writev` to write, `process_vm_readv` to read), which
+/// checks `addr`; whether all were copied.
+fn through_kernel(addr: usize, local: *mut u8, len: usize, write: bool) -> bool {
     let local = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_base: local.cast(),
         iov_len: len,
     };
     let remote = libc::iovec {
         iov_base: addr as *mut libc::c_void,
         iov_len: len,
     };
-    // SAFETY: as in `peek`.
-    let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+    // SAFETY: the kernel checks the remote range; the local one is the
+    // caller's buffer of `len` bytes.
+    let n = unsafe {
+        if write {
+            libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
+        }
+    };
     n == len as isize
 }
 
