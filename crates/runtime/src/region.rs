@@ -272,18 +272,12 @@ impl Region {
             range.start <= range.end && range.end <= self.len,
             "{range:?} is outside the region"
         );
-        use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
-        let first = range.start / PAGE_SIZE * PAGE_SIZE;
-        for offset in (first..range.end).step_by(PAGE_SIZE) {
-            // SAFETY: inside the mapping, and an atomic byte is valid for
-            // any bits. A write access (one that stores what it read, so
-            // that a concurrent writer loses nothing) because a read may
-            // map the zero page write-protected, and a kernel write into
-            // that fails in SIGBUS mode.
-            let byte = unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU8>() };
-            let v = byte.load(Relaxed);
-            let _ = byte.compare_exchange(v, v, Relaxed, Relaxed);
-        }
+        // A write access (one that stores what it read, so that a
+        // concurrent writer loses nothing) because a read may map the zero
+        // page write-protected, and a kernel write into that fails in
+        // SIGBUS mode.
+        let base = self.base.as_ptr() as usize;
+        crate::guard::touch(base + range.start, base + range.end, crate::guard::Access::Write);
     }
 
     /// `madvise(MADV_DONTNEED)` on `range` (byte offsets into the region,

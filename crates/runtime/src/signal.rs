@@ -82,14 +82,8 @@ pub(crate) fn set_program_action(handler: usize, flags: u64, mask: u64) {
 /// region (see `Region::discard`); returns the part inside one, `None` if
 /// `addr` is in none.
 pub(crate) fn discard(addr: usize, len: usize) -> Option<usize> {
-    let slot = TABLE.iter().find(|s| {
-        !s.pager.load(Ordering::Acquire).is_null()
-            && (s.start.load(Ordering::Relaxed)..s.end.load(Ordering::Relaxed)).contains(&addr)
-    })?;
-    let (start, end) = (slot.start.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
+    let (start, end, pager) = region_of(addr)?;
     let last = addr.saturating_add(len).min(end);
-    // SAFETY: as in `find`.
-    let pager = unsafe { &*slot.pager.load(Ordering::Acquire) };
     let pages = (addr - start) / crate::PAGE_SIZE..(last - start).div_ceil(crate::PAGE_SIZE);
     crate::region::discard_locked(pager, start, pages);
     Some(last - addr)
@@ -143,14 +137,19 @@ pub(crate) fn remove(pager: *const Mutex<Pager>) {
     }
 }
 
-fn find(addr: usize) -> Option<&'static Mutex<Pager>> {
+/// The region holding `addr`: `(start, end, pager)`.
+fn region_of(addr: usize) -> Option<(usize, usize, &'static Mutex<Pager>)> {
     TABLE.iter().find_map(|s| {
         let pager = s.pager.load(Ordering::Acquire);
-        let inside = (s.start.load(Ordering::Relaxed)..s.end.load(Ordering::Relaxed)).contains(&addr);
+        let (start, end) = (s.start.load(Ordering::Relaxed), s.end.load(Ordering::Relaxed));
         // SAFETY: a pager in the table lives until `remove` takes it out,
         // and a region is only removed when no access to it can be made.
-        (inside && !pager.is_null()).then(|| unsafe { &*pager })
+        ((start..end).contains(&addr) && !pager.is_null()).then(|| (start, end, unsafe { &*pager }))
     })
+}
+
+fn find(addr: usize) -> Option<&'static Mutex<Pager>> {
+    region_of(addr).map(|(_, _, pager)| pager)
 }
 
 fn install() -> Result<(), String> {

@@ -56,6 +56,8 @@
 mod calls;
 mod raw;
 
+pub(crate) use calls::Access;
+
 /// A system call made straight to the kernel, past any wrapper a
 /// preloaded library puts over the C library's `syscall` (and exempt from
 /// the guard's interception).
@@ -401,7 +403,7 @@ fn through_kernel(addr: usize, local: *mut u8, len: usize, write: bool) -> bool 
 
 /// Touches every page of `[start, end)` (inside the region) as `access`:
 /// a read, or a write that stores what it read.
-fn touch(start: usize, end: usize, access: calls::Access) {
+pub(crate) fn touch(start: usize, end: usize, access: calls::Access) {
     for page in (start & !(crate::PAGE_SIZE - 1)..end).step_by(crate::PAGE_SIZE) {
         // SAFETY: a page of the region, mapped read-write; an atomic byte
         // is valid for any bits, and a compare-exchange of a value with
