@@ -222,6 +222,13 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
             s.pages_read_ahead, s.pages_read_ahead_disk, s.pages_zero_ahead
         )?;
     }
+    if s.write_scans > 0 {
+        writeln!(
+            out,
+            "write scans            {} scans of the page tables found {} resident pages written since the last",
+            s.write_scans, s.pages_seen_written
+        )?;
+    }
     writeln!(out, "compression ratio      {:.3}", s.compression_ratio())?;
     writeln!(
         out,

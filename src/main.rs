@@ -546,6 +546,11 @@ struct RunArgs {
     /// zero page (which holds no memory until the page's first write).
     #[arg(long)]
     no_zero_reads: bool,
+    /// Read which resident pages were written lately from the page tables (asynchronous write protection and
+    /// PAGEMAP_SCAN, Linux 6.7) and keep them, second-chance style, instead of replacing resident pages in
+    /// fault order. Reads of untouched pages then get writable zeros.
+    #[arg(long)]
+    write_scan: bool,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -588,6 +593,17 @@ struct ExecArgs {
     /// Compress evicted pages in the faulting path instead of in a helper process.
     #[arg(long)]
     compress_in_fault: bool,
+    /// Most pages read ahead from the compression cache when cache faults walk through memory in order; 0 turns
+    /// read-ahead off.
+    #[arg(long, default_value_t = ccvm_runtime::DEFAULT_READAHEAD)]
+    readahead: usize,
+    /// Share of uncompressed pages kept trapped (unmapped, uncompressed) so that their touches are seen (see
+    /// `ccvm run --help`).
+    #[arg(long, default_value_t = 0.0, value_parser = args::share)]
+    trap_share: f64,
+    /// Keep resident pages written lately, read from the page tables (see `ccvm run --help`).
+    #[arg(long)]
+    write_scan: bool,
     /// Cost of a disk fault for the adaptive policy.
     #[arg(long, value_parser = args::parse_duration, default_value = "100us")]
     disk_cost: std::time::Duration,
@@ -693,6 +709,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     trap_share: args.trap_share,
                     readahead: args.readahead,
                     zero_reads: !args.no_zero_reads,
+                    write_scan: args.write_scan,
                 },
             };
             let report = live::run_one("run", &opts)?;
@@ -716,6 +733,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 report_dir: None,
                 trace_dir: None,
                 trace_run_time_ns: 0,
+                readahead: args.readahead,
+                trap_share: args.trap_share,
+                write_scan: args.write_scan,
             };
             let code = exec::exec(exec::ExecOptions {
                 settings,

@@ -97,8 +97,14 @@ struct Split {
 impl Split {
     /// A touch of `page`; pushes onto `released` the pages it stops
     /// holding uncompressed.
-    fn touch(&mut self, page: u64, costs: &Costs, weight: f64, rate: u64, released: &mut Vec<u64>) {
+    /// A touch of `page`; `seen` when the mechanism saw it although the
+    /// page was mapped (a write scan's report), which reorders a split that
+    /// holds it uncompressed, as the mechanism's own order is reordered.
+    fn touch(&mut self, page: u64, seen: bool, costs: &Costs, weight: f64, rate: u64, released: &mut Vec<u64>) {
         if self.uncompressed.contains(page) {
+            if seen {
+                self.uncompressed.push_newest(page);
+            }
             return;
         }
         let mut ns = 0.0;
@@ -256,9 +262,11 @@ impl Miniatures {
     /// a reference of its own.
     pub fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) -> bool {
         let watched = self.watched.remove(&page) && from == Level::Uncompressed;
+        // A mapped page's touch that was not watched: a write scan saw it.
+        let seen = !watched && from == Level::Uncompressed;
         if watched {
             self.watches += 1;
-        } else {
+        } else if !seen {
             self.faults += 1;
         }
         if self.watches >= WATCHES_JUDGED
@@ -280,7 +288,7 @@ impl Miniatures {
         }
         let mut released = std::mem::take(&mut self.released);
         for s in &mut self.splits {
-            s.touch(page, &self.costs, self.weight, self.rate, &mut released);
+            s.touch(page, seen, &self.costs, self.weight, self.rate, &mut released);
         }
         for p in released.drain(..) {
             if self.watched.insert(p) {

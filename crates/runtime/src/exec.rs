@@ -62,6 +62,19 @@ pub struct ExecSettings {
     /// The program's run time unpaged, for the traces' footers.
     #[serde(default)]
     pub trace_run_time_ns: u64,
+    /// See [`RuntimeConfig::readahead`].
+    #[serde(default = "default_readahead")]
+    pub readahead: usize,
+    /// See [`RuntimeConfig::trap_share`].
+    #[serde(default)]
+    pub trap_share: f64,
+    /// See [`RuntimeConfig::write_scan`].
+    #[serde(default)]
+    pub write_scan: bool,
+}
+
+fn default_readahead() -> usize {
+    crate::readahead::DEFAULT_WINDOW
 }
 
 impl Default for ExecSettings {
@@ -84,6 +97,9 @@ impl Default for ExecSettings {
             report_dir: None,
             trace_dir: None,
             trace_run_time_ns: 0,
+            readahead: runtime.readahead,
+            trap_share: 0.0,
+            write_scan: runtime.write_scan,
         }
     }
 }
@@ -150,11 +166,10 @@ impl ExecSettings {
             fault_mode: FaultMode::by_name(&self.fault_mode)?,
             move_frames: self.move_frames,
             background_compression: self.background_compression,
-            // Trapped pages live in the shadow, which a forked child does
-            // not inherit; fork settles them, but they buy little here.
-            trap_share: 0.0,
-            readahead: crate::readahead::DEFAULT_WINDOW,
+            trap_share: self.trap_share,
+            readahead: self.readahead,
             zero_reads: true,
+            write_scan: self.write_scan,
         })
     }
 }

@@ -83,6 +83,7 @@ mod signal;
 mod stats;
 mod swap;
 pub mod uffd;
+mod written;
 
 /// `madvise(2)` made straight to the kernel: a library that preloads the
 /// runtime may replace `madvise` and `syscall` (ccvm's own does, for the

@@ -38,6 +38,7 @@
 //!   faulting thread that is not the page's.
 
 use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -53,6 +54,7 @@ use crate::readahead::Streams;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
 use crate::uffd::{Fault, Uffd};
+use crate::written::WriteScan;
 use ccvm_policy::Traps;
 
 mod fork;
@@ -133,6 +135,11 @@ pub(crate) struct Pager {
     streams: Streams,
     /// Reads of untouched pages map the zero page (see the module docs).
     zero_reads: bool,
+    /// Which resident pages were written lately (see the `written` module).
+    write_scan: Option<WriteScan>,
+    /// One past the highest page made resident: the end of what a write
+    /// scan walks.
+    high_water: usize,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -221,6 +228,8 @@ impl Pager {
             helper: None,
             streams: Streams::new(0),
             zero_reads: false,
+            write_scan: None,
+            high_water: 0,
             stats,
             timers: Timers::new(),
         }
@@ -235,6 +244,38 @@ impl Pager {
     /// that continue a run (see the `readahead` module).
     pub fn read_ahead(&mut self, most: usize) {
         self.streams = Streams::new(most);
+    }
+
+    /// Tells the policy which resident pages were written lately (see the
+    /// `written` module), if the region's userfaultfd has asynchronous write
+    /// protection and frames move; returns whether it will.
+    pub fn scan_writes(&mut self) -> bool {
+        if self.parts.uffd.writes_async() && self.frames.is_some() {
+            self.write_scan = WriteScan::open();
+        }
+        self.write_scan.is_some()
+    }
+
+    /// A write scan, if one is due: each resident page written since the
+    /// last is a touch for the policy, from uncompressed memory.
+    fn scan_if_due(&mut self) {
+        let Some(scan) = &mut self.write_scan else {
+            return;
+        };
+        if !scan.due(self.resident) {
+            return;
+        }
+        let (state, policy, actions) = (&self.state, &mut self.parts.policy, &mut self.actions);
+        let result = scan.scan(self.parts.base, self.high_water, |page| {
+            if matches!(state[page], PageState::Uncompressed) {
+                policy.touch(page as u64, Level::Uncompressed, actions);
+            }
+        });
+        if result.is_err() {
+            // A kernel without PAGEMAP_SCAN: replacement stays in fault order.
+            self.write_scan = None;
+        }
+        self.run_actions();
     }
 
     /// Maps reads of never-touched pages as the zero page, write-protected,
@@ -352,6 +393,10 @@ impl Pager {
         s.latency_trap = Timers::summary(&self.timers.trap);
         s.pages_trapped = self.traps.as_ref().map_or(0, Traps::trapped);
         s.pages_pending = self.helper.as_ref().map_or(0, Helper::waiting);
+        if let Some(scan) = &self.write_scan {
+            s.write_scans = scan.scans;
+            s.pages_seen_written = scan.written;
+        }
         self.snapshot = s;
     }
 
@@ -440,6 +485,7 @@ impl Pager {
         // before this page's state is read: a spill may be of this page.
         self.collect_finished();
         self.run_actions();
+        self.scan_if_due();
         // Set where the run detector has already seen this fault.
         let mut window = None;
         let from = match self.state[page] {
@@ -645,6 +691,10 @@ impl Pager {
     /// `page`, just mapped from level `from`, is resident.
     fn now_resident(&mut self, page: usize, from: Level) {
         self.state[page] = PageState::Uncompressed;
+        self.high_water = self.high_water.max(page + 1);
+        if let Some(scan) = &mut self.write_scan {
+            scan.fault(page);
+        }
         if from == Level::New {
             self.seen += 1;
         }
@@ -745,20 +795,38 @@ impl Pager {
     /// slot, or, where the kernel cannot move it, copied out under write
     /// protection and dropped (see the module docs). Returns where its
     /// bytes now are.
-    fn evict(&mut self, page: usize) -> Target {
+    fn evict(&mut self, page: usize) -> Option<Target> {
         let addr = self.addr(page);
-        self.resident -= 1;
-        if let Some(traps) = &mut self.traps {
-            traps.evicted(page as u64);
-        }
         if matches!(self.state[page], PageState::Trapped) {
-            return Target::Frame(page);
+            self.evicted_one(page);
+            return Some(Target::Frame(page));
         }
         if let Some(frames) = &mut self.frames {
             if frames.park(&self.parts.uffd, page, addr).is_ok() {
-                return Target::Frame(page);
+                self.evicted_one(page);
+                return Some(Target::Frame(page));
+            }
+            if self.parts.uffd.writes_async() {
+                // Protection would not stop a writer here (see the
+                // `written` module). The kernel refuses to move a page
+                // shared with a forked child: writing nothing to it makes
+                // it this process's own, and then it moves. One pinned by
+                // a device or I/O stays.
+                // SAFETY: a resident page of the region, mapped writable; a
+                // compare-and-swap of a word with itself changes no byte
+                // another thread sees, but is a write to the CPU (an add of
+                // 0 would be compiled to a load).
+                let word = unsafe { &*(addr as *const std::sync::atomic::AtomicU64) };
+                let v = word.load(Ordering::Relaxed);
+                let _ = word.compare_exchange(v, v, Ordering::SeqCst, Ordering::Relaxed);
+                if frames.park(&self.parts.uffd, page, addr).is_err() {
+                    return None;
+                }
+                self.evicted_one(page);
+                return Some(Target::Frame(page));
             }
         }
+        self.evicted_one(page);
         if let Err(e) = self.parts.uffd.write_protect(addr, PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
         }
@@ -769,7 +837,15 @@ impl Pager {
         if unsafe { crate::sys_madvise(addr as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
             fatal(format!("madvise: {}", std::io::Error::last_os_error()));
         }
-        Target::Buffer
+        Some(Target::Buffer)
+    }
+
+    /// Resident page `page` has left memory.
+    fn evicted_one(&mut self, page: usize) {
+        self.resident -= 1;
+        if let Some(traps) = &mut self.traps {
+            traps.evicted(page as u64);
+        }
     }
 
     /// The bytes of an evicted page, detached from `self` so that the
@@ -816,20 +892,13 @@ impl Pager {
             Action::Compress(p) | Action::SwapOut(p)
                 if self.pinned(p as usize) && self.pinned_streak <= self.resident + 16 =>
             {
-                self.pinned_streak += 1;
-                // A system call is using the page (see `crate::pins`):
-                // it stays mapped, and the policy hears that it was
-                // written to disk and touched again at once, which is
-                // what it would have seen had the call faulted it back.
-                if matches!(action, Action::Compress(_)) {
-                    self.parts.policy.swapped_instead(p);
-                }
-                self.stats.evictions_pinned += 1;
-                self.parts.policy.touch(p, Level::Disk, &mut self.actions);
+                self.keep_mapped(action);
             }
             Action::Compress(p) => {
                 let page = p as usize;
-                let target = self.evict(page);
+                let Some(target) = self.evict(page) else {
+                    return self.keep_mapped(action);
+                };
                 let bytes = self.evicted(target);
                 if let Some(t) = &mut self.parts.trace {
                     if let Err(e) = t.image(p, bytes) {
@@ -847,7 +916,9 @@ impl Pager {
             }
             Action::SwapOut(p) => {
                 let page = p as usize;
-                let target = self.evict(page);
+                let Some(target) = self.evict(page) else {
+                    return self.keep_mapped(action);
+                };
                 let bytes = self.evicted(target);
                 // The trace keeps every evicted image, so that a replay
                 // compressing this page later compresses what it held.
@@ -880,6 +951,27 @@ impl Pager {
                 self.stats.pages_spilled += 1;
             }
         }
+    }
+
+    /// Eviction `action` (`Compress` or `SwapOut`) of a page that must stay
+    /// mapped: a system call is using it (see `crate::pins`), or the kernel
+    /// would not move it. The policy hears that it was written to disk and
+    /// touched again at once, which is what it would have seen had the
+    /// page left and faulted back.
+    fn keep_mapped(&mut self, action: Action) {
+        let (Action::Compress(p) | Action::SwapOut(p)) = action else {
+            return;
+        };
+        self.pinned_streak += 1;
+        if self.pinned_streak > 2 * self.resident + 64 {
+            // Every resident page refused to leave: stopping beats looping.
+            fatal("the kernel refuses to move any resident page out of the heap; run without --write-scan");
+        }
+        if matches!(action, Action::Compress(_)) {
+            self.parts.policy.swapped_instead(p);
+        }
+        self.stats.evictions_pinned += 1;
+        self.parts.policy.touch(p, Level::Disk, &mut self.actions);
     }
 
     /// Puts the evicted page's `bytes` into the cache, spilling to make

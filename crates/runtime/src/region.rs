@@ -149,7 +149,8 @@ impl Region {
             None
         };
         let sigbus = config.fault_mode == FaultMode::Signal;
-        let uffd = Uffd::open(sigbus)?;
+        let write_scan = config.write_scan && config.move_frames && config.trace.is_none();
+        let uffd = Uffd::open_with(sigbus, write_scan)?;
         let base = crate::frames::map_small_pages(len).ok_or_else(|| os("mmap of the region"))?;
         let unmap = |e| {
             // SAFETY: the mapping made just above.
@@ -187,7 +188,10 @@ impl Region {
         if config.trace.is_none() {
             let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
             p.read_ahead(config.readahead);
-            p.map_reads_as_zero(config.zero_reads);
+            // A zero page's protection must stop its first write, which
+            // asynchronous protection does not (see the `written` module).
+            let scanning = write_scan && p.scan_writes();
+            p.map_reads_as_zero(config.zero_reads && !scanning);
         }
         let handler = match config.fault_mode {
             FaultMode::Signal => {

@@ -113,6 +113,14 @@ pub struct RuntimeStats {
     /// Pages unmapped to be watched (`ccvm_policy::Action::Watch`).
     #[serde(default)]
     pub pages_watched: u64,
+    /// Scans of the page tables for pages written lately (see
+    /// `RuntimeConfig::write_scan`).
+    #[serde(default)]
+    pub write_scans: u64,
+    /// Resident pages those scans found written, each a touch for the
+    /// policy.
+    #[serde(default)]
+    pub pages_seen_written: u64,
     /// Pages evicted and still waiting for the helper process at the end
     /// (not yet in `pages_compressed`).
     pub pages_pending: usize,

@@ -26,6 +26,9 @@ const WRITEPROTECT_DONTWAKE: u64 = 1 << 1;
 const FEATURE_SIGBUS: u64 = 1 << 7;
 /// `UFFD_FEATURE_MOVE`: `UFFDIO_MOVE` of anonymous pages (Linux 6.8).
 const FEATURE_MOVE: u64 = 1 << 16;
+/// `UFFD_FEATURE_WP_ASYNC`: the kernel lifts write protection itself on a
+/// write, and `PAGEMAP_SCAN` reports the pages written since (Linux 6.7).
+const FEATURE_WP_ASYNC: u64 = 1 << 15;
 /// `UFFDIO_COPY_MODE_DONTWAKE` and `UFFDIO_ZEROPAGE_MODE_DONTWAKE`.
 const MODE_DONTWAKE: u64 = 1 << 0;
 /// Bits of the ioctls a registration allows: wake, copy, zeropage, writeprotect.
@@ -115,6 +118,9 @@ pub struct Uffd {
     sigbus: bool,
     /// The kernel moves pages between registered ranges (`UFFDIO_MOVE`).
     can_move: bool,
+    /// Write protection is lifted by the kernel on a write, without a
+    /// fault reaching us (see [`Uffd::open_with`]).
+    writes_async: bool,
 }
 
 /// Why a userfaultfd could not be had.
@@ -150,6 +156,20 @@ impl Uffd {
     /// [`UffdError`]: neither way gave a descriptor, the API handshake
     /// failed, or SIGBUS mode was asked of a kernel without it.
     pub fn open(sigbus: bool) -> Result<Uffd, UffdError> {
+        Self::open_with(sigbus, false)
+    }
+
+    /// [`Uffd::open`], and with `write_scan`, where the kernel offers both
+    /// `UFFDIO_MOVE` and asynchronous write protection, asks for the
+    /// latter ([`Uffd::writes_async`]): protection then only marks pages
+    /// so that `PAGEMAP_SCAN` can tell which were written since (see the
+    /// `written` module). Eviction must then move frames: evicting by
+    /// write-protect and copy would no longer stop a writer.
+    ///
+    /// # Errors
+    ///
+    /// As [`Uffd::open`].
+    pub fn open_with(sigbus: bool, write_scan: bool) -> Result<Uffd, UffdError> {
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: the userfaultfd system call with valid flags.
         let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
@@ -183,9 +203,14 @@ impl Uffd {
         // The API handshake may be made once per descriptor, so ask what
         // the kernel offers first through a scratch descriptor.
         let offered = Self::offered_features();
+        let wanted = if write_scan && offered & (FEATURE_MOVE | FEATURE_WP_ASYNC) == FEATURE_MOVE | FEATURE_WP_ASYNC {
+            FEATURE_MOVE | FEATURE_WP_ASYNC
+        } else {
+            offered & FEATURE_MOVE
+        };
         let mut api = Api {
             api: UFFD_API,
-            features: features | (offered & FEATURE_MOVE),
+            features: features | wanted,
             ioctls: 0,
         };
         // SAFETY: UFFDIO_API on our descriptor with a valid struct.
@@ -194,9 +219,23 @@ impl Uffd {
             return Err(UffdError::NoSigbus);
         }
         let can_move = api.features & FEATURE_MOVE != 0;
+        // The handshake reports every feature the kernel has; only those
+        // asked for are on.
+        let writes_async = can_move && wanted & FEATURE_WP_ASYNC != 0;
         // Out of the program's way (see `crate::fds`).
         let fd = crate::fds::raise(fd);
-        Ok(Uffd { fd, sigbus, can_move })
+        Ok(Uffd {
+            fd,
+            sigbus,
+            can_move,
+            writes_async,
+        })
+    }
+
+    /// Whether write protection is asynchronous: a write lifts it without
+    /// a fault, and protecting a page only starts watching it for writes.
+    pub fn writes_async(&self) -> bool {
+        self.writes_async
     }
 
     /// The features this kernel offers (0 if it cannot say).

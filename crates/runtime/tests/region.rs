@@ -289,3 +289,95 @@ fn reads_of_untouched_pages_hold_no_memory_until_written() {
         assert!(stats.pages_compressed > 0, "{fault_mode:?}: {stats:?}");
     }
 }
+
+/// With write scans (second chance for pages written lately), every
+/// thread's writes are kept in both fault modes, with and without the
+/// helper process, under a fixed split and the sampled adaptive policy.
+#[test]
+fn write_scans_keep_every_write() {
+    for (fault_mode, background_compression, policy) in [
+        (FaultMode::Signal, true, "fixed"),
+        (FaultMode::Signal, false, "adaptive-safe"),
+        (FaultMode::Thread, false, "fixed"),
+        (FaultMode::Thread, true, "adaptive-safe"),
+    ] {
+        let ram = 128 * 4096;
+        let config = RuntimeConfig {
+            fault_mode,
+            background_compression,
+            write_scan: true,
+            ..config(ram, 0.5, policy)
+        };
+        let stats = threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
+        // In 128 frames every resident page faulted in since the last
+        // scan, whose report it thus is not: the scans ran, and eviction
+        // went on under them.
+        assert!(stats.write_scans > 0, "{stats:?}");
+        assert_eq!(
+            stats.faults_zero_read, 0,
+            "no protected zero pages under write scans: {stats:?}"
+        );
+    }
+}
+
+/// Pages shared with a forked child cannot be moved out of the region; under
+/// write scans (whose protection stops no writer) eviction makes them the
+/// parent's own first. Every byte reads back as last written, in the
+/// parent and in the child.
+#[test]
+fn write_scans_evict_pages_shared_with_a_forked_child() {
+    let ram = 64 * 4096;
+    let config = RuntimeConfig {
+        fault_mode: FaultMode::Signal,
+        background_compression: false,
+        write_scan: true,
+        ..config(ram, 0.5, "fixed")
+    };
+    let mut region = Region::new(4 * ram as usize, config).unwrap();
+    let pages = region.len() / 4096;
+    let fill = |mem: &mut [u8], round: u64| {
+        for p in 0..pages {
+            let words: &mut [u64] = bytemuck::cast_slice_mut(&mut mem[p * 4096..(p + 1) * 4096]);
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = word(p, i, round);
+            }
+        }
+    };
+    let check = |mem: &[u8], round: u64| -> bool {
+        (0..pages).all(|p| {
+            let words: &[u64] = bytemuck::cast_slice(&mem[p * 4096..(p + 1) * 4096]);
+            words.iter().enumerate().all(|(i, w)| *w == word(p, i, round))
+        })
+    };
+    fill(region.as_mut_slice(), 0);
+    let guard = region.prepare_fork();
+    // SAFETY: the child only copies the region in and exits with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        guard.child();
+        // SAFETY: the region stays mapped in the child, as plain memory.
+        let mem = unsafe { std::slice::from_raw_parts(region.as_ptr(), region.len()) };
+        let ok = check(mem, 0);
+        // SAFETY: sleep while the parent evicts pages it shares with us.
+        unsafe {
+            libc::usleep(300_000);
+            libc::_exit(if ok && check(mem, 0) { 0 } else { 1 })
+        };
+    }
+    guard.parent();
+    // The resident pages are shared with the child now: touching every
+    // other page evicts them.
+    assert!(check(region.as_mut_slice(), 0), "parent's pages after the fork");
+    fill(region.as_mut_slice(), 1);
+    assert!(check(region.as_mut_slice(), 1), "parent's pages after a second round");
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child saw other bytes"
+    );
+    let stats = region.finish().unwrap();
+    assert!(stats.write_scans > 0, "{stats:?}");
+}
