@@ -608,6 +608,16 @@ impl Policy for Adaptive {
         self.ram - self.regions(self.targets.len() - 1).0 as u64 * self.page_size
     }
 
+    fn referenced(&mut self, page: u64, actions: &mut Vec<Action>) {
+        match &mut self.minis {
+            Some(m) => {
+                m.referenced(page, actions);
+                self.levels.touch(page, Level::Uncompressed);
+            }
+            None => self.touch(page, Level::Uncompressed, actions),
+        }
+    }
+
     fn faults_only(&mut self) {
         self.faults_only = self.allowance.is_some();
     }

@@ -144,6 +144,14 @@ pub trait Policy: Send {
     /// the default ignores it.
     fn faults_only(&mut self) {}
 
+    /// The mechanism saw resident page `page` referenced without a fault
+    /// (a scan of the page tables found it written): it becomes the newest
+    /// uncompressed page. By default a touch from
+    /// [`Level::Uncompressed`].
+    fn referenced(&mut self, page: u64, actions: &mut Vec<Action>) {
+        self.touch(page, Level::Uncompressed, actions);
+    }
+
     /// The mechanism's own memory grew or shrank: from now on the policy
     /// manages `ram_bytes` (what the mechanism's tables and buffers leave
     /// of its RAM budget). Pages over the new size move out at the next

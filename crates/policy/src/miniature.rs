@@ -261,9 +261,19 @@ impl Miniatures {
     /// `from` [`Level::Uncompressed`]), which the policy must not count as
     /// a reference of its own.
     pub fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) -> bool {
-        let watched = self.watched.remove(&page) && from == Level::Uncompressed;
-        // A mapped page's touch that was not watched: a write scan saw it.
-        let seen = !watched && from == Level::Uncompressed;
+        self.touch_seen(page, from, false, actions)
+    }
+
+    /// A write scan saw mapped page `page` written (see
+    /// [`Policy::referenced`](crate::Policy::referenced)): a split holding
+    /// it uncompressed makes it its newest, as the run does; one that does
+    /// not pays the fault it would have taken.
+    pub fn referenced(&mut self, page: u64, actions: &mut Vec<Action>) {
+        self.touch_seen(page, Level::Uncompressed, true, actions);
+    }
+
+    fn touch_seen(&mut self, page: u64, from: Level, seen: bool, actions: &mut Vec<Action>) -> bool {
+        let watched = !seen && self.watched.remove(&page) && from == Level::Uncompressed;
         if watched {
             self.watches += 1;
         } else if !seen {

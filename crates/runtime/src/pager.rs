@@ -268,7 +268,7 @@ impl Pager {
         let (state, policy, actions) = (&self.state, &mut self.parts.policy, &mut self.actions);
         let result = scan.scan(self.parts.base, self.high_water, |page| {
             if matches!(state[page], PageState::Uncompressed) {
-                policy.touch(page as u64, Level::Uncompressed, actions);
+                policy.referenced(page as u64, actions);
             }
         });
         if result.is_err() {
