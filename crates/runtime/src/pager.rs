@@ -517,7 +517,7 @@ impl Pager {
                 Level::Uncompressed
             }
             PageState::New | PageState::Zero if !write && self.zero_reads => {
-                let w = self.streams.fault(page);
+                let w = self.window(page);
                 if w == 0 {
                     self.map_zero_read(page);
                     self.stats.faults_zero_read += 1;
@@ -575,11 +575,19 @@ impl Pager {
         self.parts.policy.touch(page as u64, from, &mut self.actions);
         self.after_touch();
         if matches!(from, Level::Compressed | Level::New | Level::Disk) {
-            let window = window.unwrap_or_else(|| self.streams.fault(page));
+            let window = window.unwrap_or_else(|| self.window(page));
             if window > 0 {
                 self.read_ahead_after(page, window, from);
             }
         }
+    }
+
+    /// Pages to read ahead after a fault on `page` (see the `readahead`
+    /// module), at most a quarter of the uncompressed pages: a window near
+    /// their number would evict pages read ahead before they are touched.
+    fn window(&mut self, page: usize) -> usize {
+        let w = self.streams.fault(page);
+        w.min(self.parts.policy.uncompressed_limit() / 4)
     }
 
     /// Maps never-touched page `page` as zeros: a spare frame, zeroed,

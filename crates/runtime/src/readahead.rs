@@ -38,9 +38,16 @@
 //! * Off while tracing: a trace records the program's references, and a
 //!   page read ahead is one the program did not (yet) make.
 
-/// The window most runs reach, in pages: the kernel's default swap
-/// read-ahead (`vm.page-cluster` 3) reads as many.
-pub const DEFAULT_WINDOW: usize = 8;
+/// The window most runs reach, in pages. The window doubles only while a
+/// run goes on, so the cap matters only for long runs: 32 took a CPython
+/// cache from 24.3 and 25.2 s to 22.2 and 21.3 s (`ccvm exec --ram 178M
+/// --readahead N -- python3 docs/programs/kvcache.py`, N = 8 and 32,
+/// alternating), left graph within its noise (`ccvm run --workload graph
+/// --size 256M --ram 200M`: 14.5 and 13.6 s against 12.7 and 14.8 s) and
+/// hashindex, whose probes form no runs, alike (`--size 128M --ram 72M`:
+/// 4.02 s against 3.82 s). The kernel's swap read-ahead
+/// (`vm.page-cluster` 3) reads 8.
+pub const DEFAULT_WINDOW: usize = 32;
 
 /// Runs of faults followed at once.
 const STREAMS: usize = 8;
