@@ -154,8 +154,10 @@ mod tests {
         });
         assert_eq!(r, 0);
         let r = raw as u32;
+        // Other tests in this process raise descriptors of their own, which
+        // the ranges skip too: only the ends are fixed.
         assert!(
-            calls.contains(&(3, r - 1, 0)) && calls.iter().any(|&(a, _, _)| a == r + 1),
+            calls.iter().any(|&(a, _, _)| a == 3) && calls.iter().any(|&(a, b, _)| a > r && b == u32::MAX),
             "{calls:?}"
         );
         assert!(calls.iter().all(|&(a, b, _)| !(a..=b).contains(&r)), "{calls:?}");
