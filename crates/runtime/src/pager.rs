@@ -137,9 +137,6 @@ pub(crate) struct Pager {
     zero_reads: bool,
     /// Which resident pages were written lately (see the `written` module).
     write_scan: Option<WriteScan>,
-    /// One past the highest page made resident: the end of what a write
-    /// scan walks.
-    high_water: usize,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -229,7 +226,6 @@ impl Pager {
             streams: Streams::new(0),
             zero_reads: false,
             write_scan: None,
-            high_water: 0,
             stats,
             timers: Timers::new(),
         }
@@ -266,7 +262,7 @@ impl Pager {
             return;
         }
         let (state, policy, actions) = (&self.state, &mut self.parts.policy, &mut self.actions);
-        let result = scan.scan(self.parts.base, self.high_water, |page| {
+        let result = scan.scan(self.parts.base, |page| {
             if matches!(state[page], PageState::Uncompressed) {
                 policy.referenced(page as u64, actions);
             }
@@ -699,7 +695,6 @@ impl Pager {
     /// `page`, just mapped from level `from`, is resident.
     fn now_resident(&mut self, page: usize, from: Level) {
         self.state[page] = PageState::Uncompressed;
-        self.high_water = self.high_water.max(page + 1);
         if let Some(scan) = &mut self.write_scan {
             scan.fault(page);
         }
@@ -810,11 +805,8 @@ impl Pager {
             return Some(Target::Frame(page));
         }
         if let Some(frames) = &mut self.frames {
-            if frames.park(&self.parts.uffd, page, addr).is_ok() {
-                self.evicted_one(page);
-                return Some(Target::Frame(page));
-            }
-            if self.parts.uffd.writes_async() {
+            let mut parked = frames.park(&self.parts.uffd, page, addr).is_ok();
+            if !parked && self.parts.uffd.writes_async() {
                 // Protection would not stop a writer here (see the
                 // `written` module). The kernel refuses to move a page
                 // shared with a forked child: writing nothing to it makes
@@ -827,9 +819,12 @@ impl Pager {
                 let word = unsafe { &*(addr as *const std::sync::atomic::AtomicU64) };
                 let v = word.load(Ordering::Relaxed);
                 let _ = word.compare_exchange(v, v, Ordering::SeqCst, Ordering::Relaxed);
-                if frames.park(&self.parts.uffd, page, addr).is_err() {
+                parked = frames.park(&self.parts.uffd, page, addr).is_ok();
+                if !parked {
                     return None;
                 }
+            }
+            if parked {
                 self.evicted_one(page);
                 return Some(Target::Frame(page));
             }

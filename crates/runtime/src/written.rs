@@ -84,6 +84,8 @@ pub(crate) struct WriteScan {
     /// clear the set): their fault, not a later write, marked them.
     fresh: Vec<u64>,
     fresh_list: Vec<usize>,
+    /// One past the highest page brought in: where a scan ends.
+    end: usize,
     /// Faults since the last scan.
     since: usize,
     /// Scans made, and pages they found written.
@@ -107,6 +109,7 @@ impl WriteScan {
             regions: vec![PageRegion::default(); REGIONS],
             fresh: Vec::new(),
             fresh_list: Vec::new(),
+            end: 0,
             since: 0,
             scans: 0,
             written: 0,
@@ -116,6 +119,7 @@ impl WriteScan {
     /// A fault (or read-ahead) brought page `page` in.
     pub fn fault(&mut self, page: usize) {
         self.since += 1;
+        self.end = self.end.max(page + 1);
         let (word, bit) = (page / 64, 1u64 << (page % 64));
         if word >= self.fresh.len() {
             self.fresh.resize((word + 1).next_power_of_two(), 0);
@@ -132,7 +136,7 @@ impl WriteScan {
     }
 
     /// Calls `written` with the index (from `base`) of every present page
-    /// of `[base, base + pages * PAGE_SIZE)` written since it was last
+    /// of the region at `base`, up to the highest brought in, written since it was last
     /// scanned, and marks them all unwritten again. Pages brought in since
     /// the last scan are marked but not reported: the fault that brought
     /// one in already made it the newest.
@@ -142,10 +146,10 @@ impl WriteScan {
     /// The ioctl's: `ENOTTY` or `EINVAL` on a kernel without
     /// `PAGEMAP_SCAN`, `EPERM` if part of the range is not under
     /// asynchronous write protection.
-    pub fn scan(&mut self, base: usize, pages: usize, mut written: impl FnMut(usize)) -> Result<(), Errno> {
+    pub fn scan(&mut self, base: usize, mut written: impl FnMut(usize)) -> Result<(), Errno> {
         self.since = 0;
         self.scans += 1;
-        let end = (base + pages * PAGE_SIZE) as u64;
+        let end = (base + self.end * PAGE_SIZE) as u64;
         let mut start = base as u64;
         while start < end {
             let mut arg = ScanArg {
