@@ -42,16 +42,20 @@
 //!   thread compresses the copy itself and the helper's result is dropped
 //!   when collected. Either way the policy sees what it would without the
 //!   helper: the page compressed, then touched.
-//! * The helper sleeps on a futex in the shared mapping when the ring has
-//!   stayed empty for a while ([`SPINS`] checks first); the pager wakes it
-//!   only when it sleeps and [`WAKE_BATCH`] pages wait. A wake-up per
-//!   eviction cost the faulting thread about 2.6 µs (a futex system call
-//!   and an inter-processor interrupt: 4% of all cycles on `ccvm run
-//!   --workload graph --size 256M --ram 233M`); woken per batch, the
-//!   helper finds more work each time and rarely sleeps while a program
-//!   pages. The price: up to a batch of evicted pages waits uncompressed
-//!   in the ring, which is memory the ring holds anyway.
-
+//! * The helper naps on a timer when the ring is empty ([`SPINS`] checks
+//!   first, then naps of [`NAP_NS`]), and sleeps on a futex in the shared
+//!   mapping only after [`NAPS`] naps found nothing. The pager wakes a
+//!   sleeping helper when [`WAKE_BATCH`] pages wait, and a napping one
+//!   only when half the ring waits. Why: a wake-up is a futex system call
+//!   and an inter-processor interrupt, paid by the faulting thread. Woken
+//!   every eight pages, the helper still cost the CPython key-value cache
+//!   (`ccvm exec --ram 178M --policy fixed20 -- python3
+//!   docs/programs/kvcache.py`) 10% of its program thread's cycles in
+//!   `futex_wake`, because the helper finished each batch and fell asleep
+//!   before the next; a nap's timer fires on the helper's own CPU and
+//!   costs the program nothing. The price: up to a nap's worth of evicted
+//!   pages waits uncompressed in the ring, which is memory the ring holds
+//!   anyway, and an idle helper wakes [`NAPS`] times before it sleeps.
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use ccvm_codec::{Codec, PAGE_SIZE};
@@ -71,6 +75,18 @@ const WAKE_BATCH: u32 = 8;
 /// 232M`, alternated); graph and hashindex did not change beyond noise.
 const SPINS: u32 = 200;
 
+/// A nap's length in nanoseconds: about two faults' worth of a program
+/// that pages hard, so that a nap rarely lets more than a few pages wait.
+const NAP_NS: i64 = 50_000;
+
+/// Empty naps in a row (20 ms) before the helper sleeps until woken.
+const NAPS: u32 = 400;
+
+/// Values of [`Header::sleeping`].
+const AWAKE: u32 = 0;
+const ASLEEP: u32 = 1;
+const NAPPING: u32 = 2;
+
 /// Kinds of a finished entry, as the helper writes them.
 const SAME: u32 = 0;
 const COMPRESSED: u32 = 1;
@@ -82,7 +98,8 @@ struct Header {
     pushed: AtomicU32,
     /// Entries finished by the helper.
     done: AtomicU32,
-    /// 1 while the helper sleeps.
+    /// [`AWAKE`], [`ASLEEP`] (until woken) or [`NAPPING`] (wakes on
+    /// its own).
     sleeping: AtomicU32,
     /// 1 when the helper must exit.
     stop: AtomicU32,
@@ -211,6 +228,9 @@ impl Helper {
                 if libc::getppid() != parent {
                     libc::_exit(0);
                 }
+                // Naps end near their time, not up to 50 µs later (the
+                // default slack), so that few pages wait in the ring.
+                libc::prctl(libc::PR_SET_TIMERSLACK, 5_000u64);
                 // The program's descriptors (its files, the swap file) are
                 // not the helper's to keep open: all but the lifeline go.
                 let keep = lifeline[0] as u64;
@@ -252,6 +272,7 @@ impl Helper {
     fn serve(&self, codec: &mut dyn Codec, huge_threshold: usize, lifeline: libc::c_int) {
         let h = self.header();
         let mut done = h.done.load(Ordering::Acquire);
+        let mut empty_naps = 0;
         while h.stop.load(Ordering::Acquire) == 0 {
             let mut spins = 0;
             while h.pushed.load(Ordering::Acquire) == done && spins < SPINS {
@@ -259,17 +280,22 @@ impl Helper {
                 spins += 1;
             }
             if h.pushed.load(Ordering::Acquire) == done {
-                h.sleeping.store(1, Ordering::SeqCst);
+                let deep = empty_naps >= NAPS;
+                h.sleeping.store(if deep { ASLEEP } else { NAPPING }, Ordering::SeqCst);
                 let seen = h.pushed.load(Ordering::SeqCst);
                 if seen == done && h.stop.load(Ordering::SeqCst) == 0 {
-                    futex_wait(&h.pushed, seen);
+                    futex_wait(&h.pushed, seen, if deep { 100_000_000 } else { NAP_NS });
                 }
-                h.sleeping.store(0, Ordering::SeqCst);
-                if hung_up(lifeline) {
+                h.sleeping.store(AWAKE, Ordering::SeqCst);
+                empty_naps += 1;
+                // The lifeline is a system call: checked after a deep sleep
+                // and once in a while when napping.
+                if (deep || empty_naps % 64 == 0) && hung_up(lifeline) {
                     return;
                 }
                 continue;
             }
+            empty_naps = 0;
             // SAFETY: entry `done` was pushed (Acquire above) and is not
             // touched by the pager until `done` passes it.
             let e = unsafe { &mut *self.entry(done) };
@@ -314,7 +340,12 @@ impl Helper {
         let pushed = i.wrapping_add(1);
         h.pushed.store(pushed, Ordering::SeqCst);
         let waiting = pushed.wrapping_sub(h.done.load(Ordering::Acquire));
-        if h.sleeping.load(Ordering::SeqCst) != 0 && waiting >= WAKE_BATCH {
+        let wake = match h.sleeping.load(Ordering::SeqCst) {
+            ASLEEP => waiting >= WAKE_BATCH,
+            NAPPING => waiting as usize >= RING / 2,
+            _ => false,
+        };
+        if wake {
             futex_wake(&h.pushed);
         }
         self.pages.push_back((page, false));
@@ -382,13 +413,11 @@ fn hung_up(fd: libc::c_int) -> bool {
     unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLHUP != 0 }
 }
 
-/// Sleeps while `word` is `value` (100 ms at most). The word is in a
-/// shared mapping, so the futex is not process-private.
-fn futex_wait(word: &AtomicU32, value: u32) {
-    let timeout = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 100_000_000,
-    };
+/// Sleeps while `word` is `value`, `ns` nanoseconds at most (under a
+/// second). The word is in a shared mapping, so the futex is not
+/// process-private.
+fn futex_wait(word: &AtomicU32, value: u32, ns: i64) {
+    let timeout = libc::timespec { tv_sec: 0, tv_nsec: ns };
     // SAFETY: FUTEX_WAIT on a valid word with a valid timeout.
     unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, value, &timeout) };
 }
