@@ -236,8 +236,6 @@ struct Held {
     heap: heap::Guard,
     mappings: MutexGuard<'static, std::collections::BTreeMap<usize, mappings::Mapping>>,
     pager: ForkGuard<'static>,
-    /// The child writes a byte here when its pages are in place.
-    pipe: [libc::c_int; 2],
 }
 
 struct ForkCell(UnsafeCell<Option<Held>>);
@@ -257,11 +255,6 @@ extern "C" fn before_fork() {
     let heap = heap::lock();
     let mappings = mappings::lock();
     let pager = region.prepare_fork();
-    let mut pipe = [-1; 2];
-    // SAFETY: a two-descriptor array.
-    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        pipe = [-1; 2];
-    }
     // SAFETY: see ForkCell.
     unsafe {
         *HELD.0.get() = Some(Held {
@@ -269,7 +262,6 @@ extern "C" fn before_fork() {
             heap,
             mappings,
             pager,
-            pipe,
         })
     };
 }
@@ -279,19 +271,7 @@ extern "C" fn after_fork_parent() {
     let Some(held) = (unsafe { (*HELD.0.get()).take() }) else {
         return;
     };
-    let [read_end, write_end] = held.pipe;
-    if read_end >= 0 {
-        // SAFETY: our pipe. Waits for the child's byte, or for its end of
-        // the pipe to close (the child died or exec'd).
-        unsafe {
-            libc::close(write_end);
-            let mut byte = 0u8;
-            while libc::read(read_end, (&mut byte as *mut u8).cast(), 1) < 0 && *libc::__errno_location() == libc::EINTR
-            {
-            }
-            libc::close(read_end);
-        }
-    }
+    // Waits for the child to copy its pages out.
     held.pager.parent();
     drop(held.mappings);
     drop(held.heap);
@@ -305,15 +285,6 @@ extern "C" fn after_fork_child() {
     held.pager.child();
     guard::detach();
     STATE.store(DETACHED, Ordering::Release);
-    let [read_end, write_end] = held.pipe;
-    if write_end >= 0 {
-        // SAFETY: our pipe.
-        unsafe {
-            libc::write(write_end, [1u8].as_ptr().cast(), 1);
-            libc::close(write_end);
-            libc::close(read_end);
-        }
-    }
     drop(held.mappings);
     drop(held.heap);
 }

@@ -313,7 +313,13 @@ impl Region {
     pub fn prepare_fork(&self) -> ForkGuard<'_> {
         let mut pager = self.pager.lock().unwrap_or_else(|e| e.into_inner());
         pager.settle_for_fork();
-        ForkGuard { pager }
+        let mut pipe = [-1; 2];
+        // SAFETY: a two-descriptor array. Without a pipe the parent cannot
+        // wait for the child, which then races the parent's changes.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            pipe = [-1; 2];
+        }
+        ForkGuard { pager, pipe }
     }
 
     /// Ends the trace, if the region is traced, while the region stays in
@@ -383,26 +389,53 @@ impl Drop for Region {
     }
 }
 
-/// The pager held across a `fork` (see [`Region::prepare_fork`]).
+/// The pager held across a `fork` (see [`Region::prepare_fork`]), with a
+/// pipe by which the child tells the parent it has copied its pages out.
 pub struct ForkGuard<'a> {
     pager: std::sync::MutexGuard<'a, Pager>,
+    /// Read and write ends; -1 when the pipe could not be made.
+    pipe: [libc::c_int; 2],
 }
 
 impl ForkGuard<'_> {
-    /// In the parent after the fork: faults are served again. If the child
-    /// is to copy pages out of the region (see [`ForkGuard::child`]), wait
-    /// for it to finish first, because from here on the parent changes its
-    /// store and swap file.
-    pub fn parent(self) {}
+    /// In the parent after the fork: waits until the child has copied its
+    /// pages out of the store and the swap file (or has died or exec'd),
+    /// because from here on the parent changes both; then faults are
+    /// served again. A parent that went on at once could spill a page to a
+    /// swap-file slot the child had still to read.
+    pub fn parent(self) {
+        let [read_end, write_end] = self.pipe;
+        if read_end >= 0 {
+            // SAFETY: our pipe. The child's byte, or the close of its end
+            // (it died or exec'd), ends the wait.
+            unsafe {
+                libc::close(write_end);
+                let mut byte = 0u8;
+                while libc::read(read_end, (&mut byte as *mut u8).cast(), 1) < 0
+                    && *libc::__errno_location() == libc::EINTR
+                {}
+                libc::close(read_end);
+            }
+        }
+    }
 
     /// In the child after the fork: writes every page held compressed or
     /// in the swap file into its place, so that the whole region reads as
-    /// the parent's did, and leaves the region unpaged for good (the child
-    /// has no userfaultfd registration and no handler). Returns the pages
-    /// written. The region must not be used as a `Region` afterwards, only
-    /// as memory; its pager stays held.
+    /// the parent's did, tells the parent it is done, and leaves the region
+    /// unpaged for good (the child has no userfaultfd registration and no
+    /// handler). Returns the pages written. The region must not be used as
+    /// a `Region` afterwards, only as memory; its pager stays held.
     pub fn child(mut self) -> usize {
         let written = self.pager.materialize_in_child();
+        let [read_end, write_end] = self.pipe;
+        if write_end >= 0 {
+            // SAFETY: our pipe.
+            unsafe {
+                libc::write(write_end, [1u8].as_ptr().cast(), 1);
+                libc::close(write_end);
+                libc::close(read_end);
+            }
+        }
         std::mem::forget(self);
         written
     }
