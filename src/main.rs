@@ -505,7 +505,8 @@ struct RunArgs {
     uncompressed_share: f64,
     #[arg(long, default_value = "adaptive-safe", value_parser = ccvm_policy::parse_name, help = ccvm_policy::help())]
     policy: String,
-    /// Cost of a disk fault for the adaptive policy (plus --disk-latency).
+    /// Cost of a disk fault for the adaptive policy (plus --disk-latency), until disk faults are measured:
+    /// an untraced run then prices one at --cache-cost plus the measured difference of their service times.
     #[arg(long, value_parser = args::parse_duration, default_value = "100us")]
     disk_cost: std::time::Duration,
     /// Cost of a compression-cache fault for the adaptive policy.
@@ -604,7 +605,7 @@ struct ExecArgs {
     /// Keep resident pages written lately, read from the page tables (see `ccvm run --help`).
     #[arg(long)]
     write_scan: bool,
-    /// Cost of a disk fault for the adaptive policy.
+    /// Cost of a disk fault for the adaptive policy, until disk faults are measured (see `ccvm run --help`).
     #[arg(long, value_parser = args::parse_duration, default_value = "100us")]
     disk_cost: std::time::Duration,
     /// Cost of a compression-cache fault for the adaptive policy.

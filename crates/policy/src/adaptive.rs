@@ -618,6 +618,15 @@ impl Policy for Adaptive {
         }
     }
 
+    fn fault_service(&mut self, disk_ns: f64, cache_ns: f64) {
+        // A disk fault costs what a cache fault costs all in, plus what its
+        // service takes beyond the cache's (see the runtime's measurement).
+        self.costs.disk_ns = self.costs.codec_ns + (disk_ns - cache_ns).max(0.0);
+        if let Some(m) = &mut self.minis {
+            m.set_disk_ns(self.costs.disk_ns);
+        }
+    }
+
     fn faults_only(&mut self) {
         self.faults_only = self.allowance.is_some();
     }

@@ -4,11 +4,13 @@
 //!
 //! Replacement is a segmented queue, the arrangement paper 000 §3.1 names
 //! as one of the LRU approximations its adaptivity tolerates: uncompressed
-//! pages leave in recency order as far as the mechanism sees it (the live
-//! runtime sees only faults, so there it is FIFO order; a simulator
-//! replaying every reference gets exact LRU), and the compression cache is
-//! an exact LRU segment because every touch of a compressed page faults.
-//! The oldest compressed page is the one spilled to disk.
+//! pages leave in recency order as far as the mechanism sees it (a
+//! simulator replaying every reference gets exact LRU), and the
+//! compression cache is an exact LRU segment because every touch of a
+//! compressed page faults. The oldest compressed page is the one spilled
+//! to disk. A mechanism that sees only faults (the live runtime) gets the
+//! two-list replacement of the `resident` module instead of first in,
+//! first out.
 
 use crate::levels::Levels;
 use crate::{Action, Budget, Level, Policy};
@@ -95,6 +97,10 @@ impl Policy for FixedSplit {
     }
 
     crate::levels::delegate_to_levels!();
+
+    fn faults_only(&mut self) {
+        self.levels.uncompressed.use_workingset();
+    }
 
     fn cache_limit(&self) -> u64 {
         self.compressed_budget

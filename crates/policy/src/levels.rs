@@ -6,12 +6,13 @@
 use rustc_hash::FxHashMap;
 
 use crate::queue::RecencyQueue;
+use crate::resident::Resident;
 use crate::{Action, Level};
 
 #[derive(Default)]
 pub(crate) struct Levels {
     /// Uncompressed pages, oldest first.
-    pub uncompressed: RecencyQueue,
+    pub uncompressed: Resident,
     /// Pages in the compression cache, oldest first (exact LRU: every
     /// touch of a cached page takes it out).
     pub compressed: RecencyQueue,
@@ -36,7 +37,7 @@ impl Levels {
             }
             _ => {}
         }
-        self.uncompressed.push_newest(page);
+        self.uncompressed.touch(page, from);
         decompressed
     }
 

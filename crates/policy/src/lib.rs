@@ -33,6 +33,7 @@ mod miniature;
 mod pool;
 mod queue;
 mod recency;
+mod resident;
 mod trap;
 
 pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, TARGETS};
@@ -140,9 +141,19 @@ pub trait Policy: Send {
     /// [`Action::Watch`]. Called once, before the first touch. A policy
     /// that weighs what each share of memory compressed would cost
     /// (`adaptive-safe`) then measures it on a sample ([`Miniatures`])
-    /// instead of predicting it from its recency order, which assumes LRU;
-    /// the default ignores it.
+    /// instead of predicting it from its recency order, which assumes LRU.
+    /// The fixed split then replaces uncompressed pages by two lists with
+    /// refault-distance activation rather than first in, first out. The
+    /// default ignores it.
     fn faults_only(&mut self) {}
+
+    /// The mechanism measured what serving a fault takes here: `disk_ns`
+    /// from disk and `cache_ns` from the compression cache (means, ns). A
+    /// policy that weighs the two may price disk faults by it. The default
+    /// ignores it.
+    fn fault_service(&mut self, disk_ns: f64, cache_ns: f64) {
+        let _ = (disk_ns, cache_ns);
+    }
 
     /// The mechanism saw resident page `page` referenced without a fault
     /// (a scan of the page tables found it written): it becomes the newest

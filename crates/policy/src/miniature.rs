@@ -217,6 +217,11 @@ impl Miniatures {
         m
     }
 
+    /// Prices disk faults at `disk_ns` from now on.
+    pub fn set_disk_ns(&mut self, disk_ns: f64) {
+        self.costs.disk_ns = disk_ns;
+    }
+
     /// Sizes every split, and the decay, for the current rate and ratio.
     fn size_splits(&mut self) {
         let rate = self.rate as f64;

@@ -57,6 +57,7 @@ use crate::uffd::{Fault, Uffd};
 use crate::written::WriteScan;
 use ccvm_policy::Traps;
 
+mod costs;
 mod fork;
 mod overhead;
 
@@ -137,6 +138,8 @@ pub(crate) struct Pager {
     zero_reads: bool,
     /// Which resident pages were written lately (see the `written` module).
     write_scan: Option<WriteScan>,
+    /// Service times told to the policy (see the `costs` module).
+    costs: Option<costs::CostMeter>,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -226,6 +229,7 @@ impl Pager {
             streams: Streams::new(0),
             zero_reads: false,
             write_scan: None,
+            costs: None,
             stats,
             timers: Timers::new(),
         }
@@ -240,6 +244,12 @@ impl Pager {
     /// that continue a run (see the `readahead` module).
     pub fn read_ahead(&mut self, most: usize) {
         self.streams = Streams::new(most);
+    }
+
+    /// Tells the policy what disk and cache faults take to serve here (see
+    /// the `costs` module).
+    pub fn measure_costs(&mut self) {
+        self.costs = Some(costs::CostMeter::default());
     }
 
     /// Tells the policy which resident pages were written lately (see the
@@ -562,6 +572,14 @@ impl Pager {
             Level::Disk => &mut self.timers.disk,
         };
         timer.saturating_record(ns.max(1));
+        if let Some(meter) = &mut self.costs {
+            if matches!(from, Level::Disk | Level::Compressed) {
+                meter.record(from == Level::Disk, ns);
+            }
+            if let Some((disk_ns, cache_ns)) = meter.due() {
+                self.parts.policy.fault_service(disk_ns, cache_ns);
+            }
+        }
         self.now_resident(page, from);
         if let Some(t) = &mut self.parts.trace {
             if let Err(e) = t.reference(page as u64, write) {

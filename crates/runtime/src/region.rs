@@ -188,6 +188,7 @@ impl Region {
         if config.trace.is_none() {
             let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
             p.read_ahead(config.readahead);
+            p.measure_costs();
             // A zero page's protection must stop its first write, which
             // asynchronous protection does not (see the `written` module).
             let scanning = write_scan && p.scan_writes();

@@ -91,14 +91,13 @@ fn live_and_simulated_fault_counts_agree() {
             uncompressed_share: 0.5,
             costs,
         };
-        // The trace holds what faulted live, trap hits included, so the
-        // simulator agrees with and without its model of the traps.
-        // A policy that watches pages needs the fault-only model, which
-        // carries out its watches.
-        let models = if policy == "adaptive-safe" {
+        // The trace holds what faulted live, trap hits included. A
+        // runtime that moves frames tells the policy it sees only faults
+        // (the fixed and adaptive splits then replace by refault
+        // distance, and `adaptive-safe` watches pages), so the simulator
+        // needs its fault-only model there, and its plain one otherwise.
+        let models = if policy == "adaptive-safe" || trap_share > 0.0 {
             vec![Some(trap_share)]
-        } else if trap_share > 0.0 {
-            vec![None, Some(trap_share)]
         } else {
             vec![None]
         };
