@@ -10,7 +10,8 @@
 //! compressed page faults. The oldest compressed page is the one spilled
 //! to disk. A mechanism that sees only faults (the live runtime) gets the
 //! two-list replacement of the `resident` module instead of first in,
-//! first out.
+//! first out, but for `none` (no cache), which stays in fault order as
+//! the baseline `adaptive-safe` estimates.
 
 use crate::levels::Levels;
 use crate::{Action, Budget, Level, Policy};
@@ -99,7 +100,11 @@ impl Policy for FixedSplit {
     crate::levels::delegate_to_levels!();
 
     fn faults_only(&mut self) {
-        self.levels.uncompressed.use_workingset();
+        // `none` stays in fault order: it is the baseline that
+        // `adaptive-safe`'s guard estimates on its miniature splits.
+        if self.compressed_budget > 0 {
+            self.levels.uncompressed.use_workingset();
+        }
     }
 
     fn cache_limit(&self) -> u64 {

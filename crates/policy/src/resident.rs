@@ -34,7 +34,8 @@
 //! * A reference seen on a resident page (a simulator's touch, the
 //!   runtime's write scans) activates it, as the kernel does for a page
 //!   referenced on the inactive list.
-//! * Only the fixed split uses the two lists, and only on a mechanism
+//! * Only the fixed split with a cache uses the two lists (`none` is the
+//!   fault-order baseline `adaptive-safe` estimates), and only on a mechanism
 //!   that sees faults alone ([`crate::Policy::faults_only`]): a simulator
 //!   that sees every reference keeps exact LRU, which the paper's results
 //!   are stated for, and the policies' hand-worked counts with it. The
