@@ -404,8 +404,8 @@ impl ForkGuard<'_> {
     /// because from here on the parent changes both; then faults are
     /// served again. A parent that went on at once could spill a page to a
     /// swap-file slot the child had still to read.
-    pub fn parent(self) {
-        let [read_end, write_end] = self.pipe;
+    pub fn parent(mut self) {
+        let [read_end, write_end] = std::mem::replace(&mut self.pipe, [-1; 2]);
         if read_end >= 0 {
             // SAFETY: our pipe. The child's byte, or the close of its end
             // (it died or exec'd), ends the wait.
@@ -439,6 +439,19 @@ impl ForkGuard<'_> {
         }
         std::mem::forget(self);
         written
+    }
+}
+
+impl Drop for ForkGuard<'_> {
+    /// A guard dropped without [`ForkGuard::parent`] or
+    /// [`ForkGuard::child`] (no fork was made) closes its pipe.
+    fn drop(&mut self) {
+        for fd in self.pipe {
+            if fd >= 0 {
+                // SAFETY: our pipe's descriptor, closed once.
+                unsafe { libc::close(fd) };
+            }
+        }
     }
 }
 
