@@ -65,7 +65,7 @@ fn same_output_when_paged(name: &str, command: &[&str], expect_exit: i32) {
     let peak = heap_peak(command, &dir);
     assert!(peak > 8 << 20, "{name}: a heap of {peak} bytes is too small to page");
     for share in [2, 4] {
-        for policy in ["fixed", "adaptive"] {
+        for policy in ["fixed", "adaptive-safe"] {
             let ram = (peak / share).to_string();
             let path = dir.join("run.json");
             let out = ccvm_exec(&["--ram", &ram, "--policy", policy], command, &path);

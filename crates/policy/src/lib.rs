@@ -36,7 +36,7 @@ mod recency;
 mod resident;
 mod trap;
 
-pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, TARGETS};
+pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, SAFE_TARGETS, TARGETS};
 pub use ager::Ager;
 pub use fixed::FixedSplit;
 pub use miniature::Miniatures;
@@ -209,7 +209,7 @@ pub const POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "adaptive-safe",
         about: "adaptive guarded to stay within 2% of paging without a cache, writing pages raw at 0%; live, each share's cost is measured on a sample of pages (the default of `run` and `exec`)",
-        make: |b, p| Box::new(Adaptive::new(b, p.costs).with_allowance(SAFE_ALLOWANCE)),
+        make: |b, p| Box::new(Adaptive::with_targets(b, p.costs, &SAFE_TARGETS).with_allowance(SAFE_ALLOWANCE)),
     },
     PolicyInfo {
         name: "fixed",

@@ -35,19 +35,42 @@ fn the_runtime_and_the_simulator_charge_a_page_alike() {
     assert!(SimConfig::default().charge().of(1000) < ccvm_runtime::CHARGE.of(1000));
 }
 
+// One test per case, so that the harness runs them side by side.
 #[test]
-fn live_and_simulated_fault_counts_agree() {
+fn graph_fixed_live_equals_simulated() {
+    live_and_simulated_fault_counts_agree("graph", "fixed", 0.0);
+}
+
+#[test]
+fn hashindex_fixed_live_equals_simulated() {
+    live_and_simulated_fault_counts_agree("hashindex", "fixed", 0.0);
+}
+
+#[test]
+fn graph_adaptive_live_equals_simulated() {
+    live_and_simulated_fault_counts_agree("graph", "adaptive", 0.0);
+}
+
+#[test]
+fn graph_fixed_with_traps_live_equals_simulated() {
+    live_and_simulated_fault_counts_agree("graph", "fixed", 0.25);
+}
+
+#[test]
+fn objheap_adaptive_with_traps_live_equals_simulated() {
+    live_and_simulated_fault_counts_agree("objheap", "adaptive", 0.25);
+}
+
+/// Watches pages to measure what running uncompressed would cost.
+#[test]
+fn graph_adaptive_safe_live_equals_simulated() {
+    live_and_simulated_fault_counts_agree("graph", "adaptive-safe", 0.0);
+}
+
+fn live_and_simulated_fault_counts_agree(workload: &str, policy: &str, trap_share: f64) {
     let size = 2usize << 20;
     let ram = 512u64 << 10;
-    for (workload, policy, trap_share) in [
-        ("graph", "fixed", 0.0),
-        ("hashindex", "fixed", 0.0),
-        ("graph", "adaptive", 0.0),
-        ("graph", "fixed", 0.25),
-        ("objheap", "adaptive", 0.25),
-        // Watches pages to measure what running uncompressed would cost.
-        ("graph", "adaptive-safe", 0.0),
-    ] {
+    {
         let path = std::env::temp_dir().join(format!(
             "ccvm-lvs-{}-{workload}-{policy}-{trap_share}.trace",
             std::process::id()
