@@ -106,7 +106,7 @@
 //!   paper's policy serves 10,000 from the cache).
 
 use crate::levels::Levels;
-use crate::miniature::Miniatures;
+use crate::miniature::{Miniatures, WIDE_ON_RATIO, WIDE_SHARE};
 use crate::recency::Recency;
 use crate::{Action, Budget, Level, Policy};
 
@@ -342,7 +342,7 @@ impl Adaptive {
     }
 
     fn ratio(&self) -> f64 {
-        let wide = self.targets.last().is_some_and(|&t| t > 0.5);
+        let wide = self.targets.last().is_some_and(|&t| t > WIDE_SHARE);
         let max = if wide { MAX_RATIO_WIDE } else { MAX_RATIO };
         (self.page_size as f64 / self.avg_bytes).clamp(1.0, max)
     }
@@ -489,7 +489,7 @@ impl Adaptive {
         let best = match &self.minis {
             Some(m) => m.best(),
             None => (0..self.targets.len())
-                .filter(|&t| self.targets[t] <= 0.5 || self.ratio() >= 6.0)
+                .filter(|&t| self.targets[t] <= WIDE_SHARE || self.ratio() >= WIDE_ON_RATIO)
                 .fold(0, |b, t| if cost(t) < cost(b) { t } else { b }),
         };
         if self.target == 0 {

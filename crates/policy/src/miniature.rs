@@ -86,10 +86,10 @@ const WATCHES_JUDGED: u64 = 512;
 
 /// Splits with more than this share compressed are wide: they run only
 /// while the ratio is high (see the module docs).
-const WIDE_SHARE: f64 = 0.5;
+pub(crate) const WIDE_SHARE: f64 = 0.5;
 
 /// The ratio at which wide splits start running, and below which they stop.
-const WIDE_ON_RATIO: f64 = 6.0;
+pub(crate) const WIDE_ON_RATIO: f64 = 6.0;
 const WIDE_OFF_RATIO: f64 = 5.0;
 
 /// One target share's split, over the sampled pages.
