@@ -141,7 +141,7 @@ fn system_calls_on_evicted_heap_buffers_work_in_both_fault_modes() {
         .expect("a C compiler (cc) is installed: .ci/run installs gcc");
     assert!(status.success(), "cc failed on tests/exec/syscalls.c");
     let program = program.to_str().unwrap();
-    let plain = Command::new(program).arg("48").output().unwrap();
+    let plain = Command::new(program).arg("28").output().unwrap();
     let plain_out = String::from_utf8_lossy(&plain.stdout).to_string();
     assert!(
         plain.status.success() && !plain_out.contains("FAILED"),
@@ -149,7 +149,7 @@ fn system_calls_on_evicted_heap_buffers_work_in_both_fault_modes() {
     );
     for mode in ["signal", "thread"] {
         let path = dir.join(format!("{mode}.json"));
-        let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &[program, "48"], &path);
+        let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &[program, "28"], &path);
         assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
@@ -328,8 +328,8 @@ fn cpython_building_dicts_prints_the_same_when_paged() {
 fn sqlite_with_a_large_cache_prints_the_same_when_paged() {
     let sql = "PRAGMA cache_size = -200000;\n\
                CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v REAL);\n\
-               WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 120000)\n\
-               INSERT INTO t SELECT i, printf('key-%08d-%s', (i * 7919) % 120000, hex(i)), i * 0.5 FROM n;\n\
+               WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 80000)\n\
+               INSERT INTO t SELECT i, printf('key-%08d-%s', (i * 7919) % 80000, hex(i)), i * 0.5 FROM n;\n\
                CREATE INDEX tk ON t(k);\n\
                SELECT count(*), sum(v), min(k), max(k) FROM t;\n\
                SELECT k FROM t ORDER BY k LIMIT 3 OFFSET 60000;\n\

@@ -219,6 +219,9 @@ pub struct Adaptive {
     off_base: f64,
     /// `baseline_cost()` when the current compressing stretch began.
     on_base: f64,
+    /// `none`'s estimate's growth over the compressing stretches before
+    /// the current one, ns.
+    on_total: f64,
 }
 
 /// Steps of `none`'s estimate a compressing stretch takes before it is
@@ -307,6 +310,7 @@ impl Adaptive {
             off_spent: 0.0,
             off_base: 0.0,
             on_base: 0.0,
+            on_total: 0.0,
         };
         a.update_bounds();
         a
@@ -440,6 +444,22 @@ impl Adaptive {
     /// one-fault stretch with no step looked like a pure loss, and graph
     /// at 110M turned compression on and off 13,000 times, never keeping
     /// it long enough to hit.
+    ///
+    /// Two more slacks bound what the guard may mistake for harm:
+    /// * the estimate's sampling error: over compressing stretches in which
+    ///   it took n steps, two standard errors, 2·√(n+1) steps. Without it,
+    ///   the first stretch of a run, judged when `none` had taken two
+    ///   steps, looked like a loss of a disk fault's worth per eviction
+    ///   and kept compression off for the next 17,000 evictions of the
+    ///   CPython cache (`docs/programs/kvcache.py` in 178 MiB), which went
+    ///   to disk raw;
+    /// * one fill of the target's cache: compressing pages that no touch
+    ///   has yet called back is how a share is tried, and its cost is paid
+    ///   back only when they return.
+    ///
+    /// Both are bounded in absolute terms, so the guard's promise becomes:
+    /// no more than the allowance over `none`, plus the sampling error,
+    /// plus one cache's worth of compressions.
     fn harmful(&self) -> bool {
         let Some(a) = self.allowance else {
             return false;
@@ -449,8 +469,15 @@ impl Adaptive {
         };
         let base = self.baseline_cost();
         let proving = self.target != 0 && base - self.on_base < JUDGED_STEPS * m.rate() as f64 * self.costs.disk_ns;
-        let allowed = if proving { 4.0 * a } else { a };
-        self.excess_now() + self.costs.disk_ns > base * allowed
+        // One sampled disk fault: the estimate's step.
+        let step = m.rate() as f64 * self.costs.disk_ns;
+        let steps = (self.on_total + if self.target != 0 { base - self.on_base } else { 0.0 }) / step;
+        let noise = 2.0 * (steps + 1.0).sqrt() * step;
+        let (u, e) = self.bounds[self.target.max(1)];
+        let fill = (e - u) as f64 * self.costs.compress_ns();
+        let allowed = if proving { 4.0 * a } else { a } * base + noise + fill;
+        let excess = self.excess_now();
+        excess > 0.0 && excess + self.costs.disk_ns > allowed
     }
 
     /// `excess`, with the stretch since the last `choose` if the policy
@@ -487,7 +514,7 @@ impl Adaptive {
         let cost = |t: usize| self.hits[t] * self.costs.codec_ns + self.faults[t] * self.costs.disk_ns;
         // Ties go to the smaller cache: compression must earn its keep.
         let best = match &self.minis {
-            Some(m) => m.best(),
+            Some(m) => m.best_from(self.target),
             None => (0..self.targets.len())
                 .filter(|&t| self.targets[t] <= WIDE_SHARE || self.ratio() >= WIDE_ON_RATIO)
                 .fold(0, |b, t| if cost(t) < cost(b) { t } else { b }),
@@ -503,6 +530,9 @@ impl Adaptive {
             self.on_base = self.last_base;
         }
         let best = if self.harmful() { 0 } else { best };
+        if self.target != 0 && best == 0 {
+            self.on_total += self.last_base - self.on_base;
+        }
         self.target = best;
         self.uncompressed_target = self.bounds[best].0.max(1);
     }
