@@ -117,7 +117,15 @@ const WIDE_OFF_RATIO: f64 = 5.0;
 #[derive(Default)]
 struct DiskBits(FxHashMap<u64, u16>);
 
+/// The most splits [`DiskBits`] holds: two bits each.
+const MAX_SPLITS: usize = u16::BITS as usize / 2;
+
 impl DiskBits {
+    /// Split `i`'s two bits.
+    fn mask(i: usize) -> u16 {
+        0b11 << (2 * i)
+    }
+
     /// Whether split `i` held `page` on disk, and compressed; takes it off.
     fn take(&mut self, page: u64, i: usize) -> Option<bool> {
         let bits = self.0.get_mut(&page)?;
@@ -125,7 +133,7 @@ impl DiskBits {
             return None;
         }
         let compressed = *bits & (2 << (2 * i)) != 0;
-        *bits &= !(0b11 << (2 * i));
+        *bits &= !Self::mask(i);
         if *bits == 0 {
             self.0.remove(&page);
         }
@@ -140,10 +148,19 @@ impl DiskBits {
     /// Split `i` holds nothing on disk.
     fn clear_split(&mut self, i: usize) {
         self.0.retain(|_, bits| {
-            *bits &= !(0b11 << (2 * i));
+            *bits &= !Self::mask(i);
             *bits != 0
         });
     }
+}
+
+/// What a split's events cost now: the costs, the decay's current weight,
+/// and the sampling rate (each sampled disk fault stands for `rate`).
+#[derive(Clone, Copy)]
+struct Price {
+    costs: Costs,
+    weight: f64,
+    rate: u64,
 }
 
 /// One target share's split, over the sampled pages.
@@ -173,17 +190,8 @@ impl Split {
     /// A touch of `page`; `seen` when the mechanism saw it although the
     /// page was mapped (a write scan's report), which reorders a split that
     /// holds it uncompressed, as the mechanism's own order is reordered.
-    #[allow(clippy::too_many_arguments)]
-    fn touch(
-        &mut self,
-        disk: &mut DiskBits,
-        page: u64,
-        seen: bool,
-        costs: &Costs,
-        weight: f64,
-        rate: u64,
-        released: &mut Vec<u64>,
-    ) {
+    fn touch(&mut self, disk: &mut DiskBits, page: u64, seen: bool, price: &Price, released: &mut Vec<u64>) {
+        let Price { costs, weight, rate } = *price;
         if self.uncompressed.contains(page) {
             if seen {
                 self.uncompressed.push_newest(page);
@@ -267,7 +275,10 @@ impl Miniatures {
     /// If `shares` does not start at 0, or has more than eight shares.
     pub fn new(frames: usize, shares: &[f64], costs: Costs, ratio: f64) -> Miniatures {
         assert_eq!(shares.first(), Some(&0.0), "the first split is the one without a cache");
-        assert!(shares.len() <= 8, "at most eight splits (two bits each in a u16)");
+        assert!(
+            shares.len() <= MAX_SPLITS,
+            "at most eight splits (two bits each in a u16)"
+        );
         let mut rate = 1;
         while rate < MAX_RATE && frames / (2 * rate as usize) >= MIN_FRAMES {
             rate *= 2;
@@ -416,16 +427,13 @@ impl Miniatures {
             self.weight = 1.0;
         }
         let mut released = std::mem::take(&mut self.released);
+        let price = Price {
+            costs: self.costs,
+            weight: self.weight,
+            rate: self.rate,
+        };
         for s in self.splits.iter_mut().filter(|s| s.active) {
-            s.touch(
-                &mut self.disk,
-                page,
-                seen,
-                &self.costs,
-                self.weight,
-                self.rate,
-                &mut released,
-            );
+            s.touch(&mut self.disk, page, seen, &price, &mut released);
         }
         for p in released.drain(..) {
             if self.watched.insert(p) {
