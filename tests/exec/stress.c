@@ -136,8 +136,8 @@ static void mappings(size_t mib) {
     }
     for (size_t k = 0; k < pages; k += 16)
         if (munmap(q + k * 4096, 8 * 4096)) bad++;
-    /* A reservation (as a JVM's heap) and shared memory: the kernel's,
-     * unpaged, and reported as such. */
+    /* A reservation committed in part (as a JVM's heap), paged, and
+     * shared memory: the kernel's, unpaged, and reported as such. */
     size_t rn = 64 << 20;
     unsigned char *res = mmap(NULL, rn, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (res == MAP_FAILED || mprotect(res, 1 << 20, PROT_READ | PROT_WRITE)) bad++;

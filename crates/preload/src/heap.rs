@@ -34,8 +34,13 @@ const FRESH_MARGIN: usize = 64;
 #[repr(C)]
 struct Header {
     size: usize,
+    /// The alignment, with [`UNCOUNTED`] set for a block left out of the
+    /// heap's use (a reservation).
     align: usize,
 }
+
+/// In a header's `align`: the block's size is not in the heap's use.
+const UNCOUNTED: usize = 1 << (usize::BITS - 1);
 
 /// The TLSF pool and its accounts.
 pub struct Heap {
@@ -133,26 +138,38 @@ impl Heap {
     /// A block of `size` bytes aligned to `align` (a power of two), zeroed
     /// if `zero`; `None` if the heap has no room.
     fn alloc(&mut self, size: usize, align: usize, zero: bool) -> Option<*mut u8> {
+        let (user, dirty) = self.alloc_dirty(size, align, true)?;
+        if zero && dirty > 0 {
+            // SAFETY: inside the block.
+            unsafe { user.write_bytes(0, dirty) };
+        }
+        Some(user)
+    }
+
+    /// A block of `size` bytes aligned to `align`, not zeroed, with how
+    /// many of its first bytes may hold old data (the rest is untouched
+    /// memory, still zero); counted in the heap's use if `counted`.
+    fn alloc_dirty(&mut self, size: usize, align: usize, counted: bool) -> Option<(*mut u8, usize)> {
         let align = align.max(HEADER);
         let layout = Layout::from_size_align(size.checked_add(align)?, align).ok()?;
         let block = self.pool.allocate(layout)?.as_ptr();
         // SAFETY: the block has `align` bytes before the user's part, the
         // last 16 of them for the header.
         let user = unsafe { block.add(align) };
+        let (counted_size, flag) = if counted { (size, 0) } else { (0, UNCOUNTED) };
         // SAFETY: the header's 16 bytes lie in the block, before `user`.
-        unsafe { user.sub(HEADER).cast::<Header>().write(Header { size, align }) };
+        unsafe {
+            user.sub(HEADER).cast::<Header>().write(Header {
+                size,
+                align: align | flag,
+            })
+        };
         let end = user as usize + size;
-        if zero {
-            let dirty_end = end.min(self.fresh + FRESH_MARGIN);
-            if dirty_end > user as usize {
-                // SAFETY: inside the block.
-                unsafe { user.write_bytes(0, dirty_end - user as usize) };
-            }
-        }
+        let dirty = end.min(self.fresh + FRESH_MARGIN).saturating_sub(user as usize);
         self.fresh = self.fresh.max(end);
-        self.in_use += size;
+        self.in_use += counted_size;
         self.peak = self.peak.max(self.in_use);
-        Some(user)
+        Some((user, dirty))
     }
 
     fn header(user: *mut u8) -> *mut Header {
@@ -169,7 +186,10 @@ impl Heap {
     unsafe fn free(&mut self, user: *mut u8) {
         // SAFETY: as the caller promises.
         let Header { size, align } = unsafe { Self::header(user).read() };
-        self.in_use -= size;
+        if align & UNCOUNTED == 0 {
+            self.in_use -= size;
+        }
+        let align = align & !UNCOUNTED;
         // SAFETY: the block TLSF gave, with the alignment it was given.
         unsafe { self.pool.deallocate(NonNull::new_unchecked(user.sub(align)), align) };
     }
@@ -183,6 +203,7 @@ impl Heap {
         // SAFETY: as the caller promises.
         let Header { size: old, align } = unsafe { Self::header(user).read() };
         if align == HEADER {
+            // (a block left uncounted has UNCOUNTED set, so is not here)
             let layout = Layout::from_size_align(size.checked_add(HEADER)?, HEADER).ok()?;
             // SAFETY: a block of this pool with this alignment.
             let block = unsafe { self.pool.reallocate(NonNull::new_unchecked(user.sub(HEADER)), layout)? };
@@ -195,7 +216,7 @@ impl Heap {
             self.fresh = self.fresh.max(user as usize + size);
             return Some(user);
         }
-        let new = self.alloc(size, align, false)?;
+        let new = self.alloc(size, align & !UNCOUNTED, false)?;
         // SAFETY: two distinct blocks, each at least this long.
         unsafe { std::ptr::copy_nonoverlapping(user, new, old.min(size)) };
         // SAFETY: `user` came from this heap and is not used again.
@@ -208,6 +229,13 @@ impl Heap {
 /// never to start in this process) or no room in it.
 pub fn alloc(size: usize, align: usize, zero: bool) -> Option<*mut u8> {
     try_lock()?.as_mut()?.alloc(size, align, zero)
+}
+
+/// A page-aligned block of `size` bytes for a mapping whose old contents
+/// the caller drops itself (without touching them): the block, and how
+/// many of its first bytes may hold old data.
+pub fn alloc_dirty(size: usize) -> Option<(*mut u8, usize)> {
+    try_lock()?.as_mut()?.alloc_dirty(size, ccvm_runtime::PAGE_SIZE, false)
 }
 
 /// Frees a block of the heap.

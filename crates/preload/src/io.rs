@@ -212,7 +212,8 @@ pub unsafe extern "C" fn closefrom(first: c_int) {
 
 /// The C library's `syscall`, except that `close` and `close_range` made
 /// through it leave ccvm's descriptors open, as the functions above do,
-/// and `madvise` drops heap pages as the library's `madvise` does.
+/// and `madvise`, `mprotect` and `munmap` on heap pages are made as this
+/// library's own (see [`crate::vm`]).
 /// (Declared with six arguments: on x86-64 a variadic call passes them in
 /// the same registers and stack slot.)
 ///
@@ -228,7 +229,15 @@ pub unsafe extern "C" fn syscall(nr: libc::c_long, a: u64, b: u64, c: u64, d: u6
         libc::SYS_close_range => return unsafe { close_range(a as u32, b as u32, c as c_int) } as libc::c_long,
         libc::SYS_madvise => {
             // SAFETY: the caller's arguments, as `madvise` takes them.
-            return unsafe { crate::exports::madvise(a as *mut c_void, b as size_t, c as c_int) } as libc::c_long;
+            return unsafe { crate::vm::madvise(a as *mut c_void, b as size_t, c as c_int) } as libc::c_long;
+        }
+        libc::SYS_mprotect => {
+            // SAFETY: as `mprotect` takes them.
+            return unsafe { crate::vm::mprotect(a as *mut c_void, b as size_t, c as c_int) } as libc::c_long;
+        }
+        libc::SYS_munmap => {
+            // SAFETY: as `munmap` takes them.
+            return unsafe { crate::vm::munmap(a as *mut c_void, b as size_t) } as libc::c_long;
         }
         _ => {}
     }

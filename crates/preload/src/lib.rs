@@ -11,19 +11,23 @@
 //!
 //! # Key decision: one region, one heap, everything else passed on
 //!
-//! The program's malloc family and its plain anonymous `mmap`s (private,
-//! read-write, no fixed address) are served from one region reserved at
-//! start ([`ExecSettings::heap_bytes`](ccvm_runtime::ExecSettings)), by a
-//! TLSF allocator. One region keeps the pager, policy and store exactly
-//! those of `ccvm run`. Everything else (shared or file mappings, stacks,
-//! `MAP_NORESERVE` reservations such as a JVM's heap, fixed addresses) goes
-//! to the kernel unchanged. What is allocated before the region is up, and
-//! what does not fit in it, comes from the C library's own malloc, unpaged
-//! and counted; `free` tells the two apart by address.
+//! The program's malloc family and its private anonymous `mmap`s are
+//! served from one region reserved at start
+//! ([`ExecSettings::heap_bytes`](ccvm_runtime::ExecSettings)), by a TLSF
+//! allocator. That includes reservations (`PROT_NONE`, `MAP_NORESERVE`)
+//! that a managed runtime (V8, a JVM) commits later with `mprotect` or a
+//! fixed `mmap`, and protection changes: [`vm`] gives them the kernel's
+//! semantics inside the region. One region keeps the pager, policy and
+//! store exactly those of `ccvm run`. Everything else (shared or file
+//! mappings, stacks, fixed addresses outside the heap) goes to the kernel
+//! unchanged. What is allocated before the region is up, and what does
+//! not fit in it, comes from the C library's own malloc, unpaged and
+//! counted; `free` tells the two apart by address.
 //!
 //! The library's own Rust allocations, the pager's included, go straight
-//! to the C library (`__libc_malloc`), never to the paged heap: the pager
-//! must not fault on its own memory.
+//! to the C library (`__libc_malloc`), never to the paged heap, and its
+//! own mappings straight to the kernel: the pager must not fault on its
+//! own memory.
 //!
 //! # Faults and system calls
 //!
@@ -50,6 +54,7 @@ pub mod exports;
 pub mod heap;
 pub mod io;
 pub mod mappings;
+pub mod vm;
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
@@ -203,7 +208,7 @@ extern "C" fn end() {
 }
 
 fn unpaged_mappings() -> ccvm_runtime::UnpagedMappings {
-    let n = |i: usize| exports::UNPAGED_MAPPINGS[i].load(Ordering::Relaxed) as u64;
+    let n = |i: usize| vm::UNPAGED_MAPPINGS[i].load(Ordering::Relaxed) as u64;
     ccvm_runtime::UnpagedMappings {
         reserved: n(0),
         fixed: n(1),

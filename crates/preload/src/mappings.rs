@@ -48,10 +48,22 @@ pub fn len_of(start: usize) -> Option<usize> {
     lock().get(&start).map(|m| m.pages * PAGE)
 }
 
+/// Whether every page of `addr..addr + len` lies in one mapping and is
+/// still mapped.
+pub fn covers(addr: usize, len: usize) -> bool {
+    let end = addr.saturating_add(len.next_multiple_of(PAGE));
+    let map = lock();
+    let Some((&start, m)) = map.range(..=addr).next_back() else {
+        return false;
+    };
+    end <= start + m.pages * PAGE
+        && ((addr - start) / PAGE..(end - start) / PAGE).all(|p| m.unmapped[p / 64] & (1 << (p % 64)) == 0)
+}
+
 /// Marks the pages of `addr..addr + len` unmapped in every mapping they
-/// fall in; returns the starts of the mappings now wholly unmapped (and
-/// forgotten), for the caller to free.
-pub fn unmap(addr: usize, len: usize) -> Vec<usize> {
+/// fall in; returns the mappings now wholly unmapped (and forgotten), as
+/// start and length, for the caller to free.
+pub fn unmap(addr: usize, len: usize) -> Vec<(usize, usize)> {
     let end = addr.saturating_add(len.next_multiple_of(PAGE));
     let mut freed = Vec::new();
     let mut map = lock();
@@ -70,10 +82,10 @@ pub fn unmap(addr: usize, len: usize) -> Vec<usize> {
             }
         }
         if m.left == 0 {
-            freed.push(start);
+            freed.push((start, m.pages * PAGE));
         }
     }
-    for start in &freed {
+    for (start, _) in &freed {
         map.remove(start);
     }
     freed

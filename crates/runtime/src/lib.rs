@@ -77,6 +77,7 @@ mod frames;
 pub mod guard;
 mod pager;
 mod pins;
+mod protections;
 mod readahead;
 mod region;
 mod signal;

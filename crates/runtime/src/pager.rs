@@ -50,6 +50,7 @@ use ccvm_trace::TraceWriter;
 use crate::aligned::{AlignedBuf, ZeroTable};
 use crate::compressor::{Finished, Helper};
 use crate::frames::Frames;
+use crate::protections::Protections;
 use crate::readahead::Streams;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
@@ -138,6 +139,8 @@ pub(crate) struct Pager {
     zero_reads: bool,
     /// Which resident pages were written lately (see the `written` module).
     write_scan: Option<WriteScan>,
+    /// Pages the program made other than read-write (see `protections`).
+    pub(crate) protections: Protections,
     /// Service times told to the policy (see the `costs` module).
     costs: Option<costs::CostMeter>,
     stats: RuntimeStats,
@@ -209,6 +212,7 @@ impl Pager {
         if frames.is_some() {
             parts.policy.faults_only();
         }
+        let protections = Protections::for_region(parts.base, parts.pages);
         Pager {
             state: ZeroTable::new(parts.pages),
             seen: 0,
@@ -229,6 +233,7 @@ impl Pager {
             streams: Streams::new(0),
             zero_reads: false,
             write_scan: None,
+            protections,
             costs: None,
             stats,
             timers: Timers::new(),
@@ -461,8 +466,10 @@ impl Pager {
             Target::Frame(slot) => {
                 let frames = self.frames.as_mut().expect("a frame target has frames");
                 match frames.map(&self.parts.uffd, slot, dst) {
-                    // Shared with a forked child after all: copy it instead.
-                    Err(nix::errno::Errno::EBUSY) => {
+                    // Shared with a forked child after all, or mapped into
+                    // a range the program made other than read-write
+                    // (which the kernel will not move into): copy it.
+                    Err(nix::errno::Errno::EBUSY | nix::errno::Errno::EINVAL) => {
                         // SAFETY: the source is the frame, mapped in our
                         // shadow; the destination a page of the region.
                         let r = unsafe { self.parts.uffd.copy(frames.slot(slot) as *const u8, dst, PAGE_SIZE) };
@@ -687,6 +694,10 @@ impl Pager {
             }
         }
         for next in page + 1..=end {
+            if !self.protections.read_write(next) {
+                // Not committed, or not the program's to write.
+                break;
+            }
             // Evictions made for an earlier page of the window may have
             // spilled this one: its state is read afresh.
             match (self.state[next], from) {
@@ -822,7 +833,16 @@ impl Pager {
             self.evicted_one(page);
             return Some(Target::Frame(page));
         }
-        if let Some(frames) = &mut self.frames {
+        if !self.protections.readable(page) {
+            // PROT_NONE, or no longer the region's: it cannot be copied out.
+            return None;
+        }
+        let movable = self.protections.read_write(page);
+        if !movable && self.parts.uffd.writes_async() {
+            // Write protection would not stop a writer (see `written`).
+            return None;
+        }
+        if let Some(frames) = self.frames.as_mut().filter(|_| movable) {
             let mut parked = frames.park(&self.parts.uffd, page, addr).is_ok();
             if !parked && self.parts.uffd.writes_async() {
                 // Protection would not stop a writer here (see the
@@ -850,6 +870,12 @@ impl Pager {
         self.evicted_one(page);
         if let Err(e) = self.parts.uffd.write_protect(addr, PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
+        }
+        if crate::uffd::mapped(addr, PAGE_SIZE) == Some(false) {
+            // Dropped by the program (`MADV_DONTNEED`): it reads as zeros,
+            // and reading it here would fault on the region.
+            self.page.fill(0);
+            return Some(Target::Buffer);
         }
         // SAFETY: the page is mapped (resident) and write-protected, so no
         // thread changes it while it is copied.

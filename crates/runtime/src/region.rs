@@ -14,6 +14,7 @@ use ccvm_trace::{Header, TraceWriter};
 use crate::compressor::Helper;
 use crate::config::{FaultMode, RuntimeConfig, RuntimeError};
 use crate::pager::{Pager, PagerParts};
+use crate::protections::FOREIGN;
 use crate::stats::RuntimeStats;
 use crate::swap::SwapFile;
 use crate::uffd::Uffd;
@@ -300,6 +301,112 @@ impl Region {
         );
         let pages = range.start / PAGE_SIZE..range.end.div_ceil(PAGE_SIZE);
         discard_locked(&self.pager, self.base.as_ptr() as usize, pages);
+    }
+
+    /// `mprotect(prot)` on `range` (byte offsets into the region,
+    /// page-aligned at the start), told to the pager first: a page the
+    /// program makes other than read-write is one the kernel will not move
+    /// (`UFFDIO_MOVE`), so the pager copies it in and out instead, and one
+    /// it cannot read (`PROT_NONE`) stays in place. A `prot` outside
+    /// `PROT_READ | PROT_WRITE | PROT_EXEC` marks the range as no longer
+    /// the region's (the program mapped something else over it), and makes
+    /// no system call.
+    ///
+    /// # Errors
+    ///
+    /// The system call's error; the pager's record is then unchanged.
+    ///
+    /// # Panics
+    ///
+    /// If `range` is not within the region.
+    pub fn protect(&self, range: std::ops::Range<usize>, prot: i32) -> Result<(), nix::errno::Errno> {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "{range:?} is outside the region"
+        );
+        let pages = range.start / PAGE_SIZE..range.end.div_ceil(PAGE_SIZE);
+        let all = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+        let _allow = crate::guard::Allow::new();
+        // Under the pager's lock: no eviction or mapping runs between the
+        // kernel's change and the record's.
+        let mut p = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        if prot & !all != 0 {
+            p.protections.set(pages, FOREIGN);
+            return Ok(());
+        }
+        let addr = self.base.as_ptr() as u64 + (pages.start * PAGE_SIZE) as u64;
+        let len = (pages.len() * PAGE_SIZE) as u64;
+        // SAFETY: pages of the region, which this process maps.
+        let r = unsafe { crate::guard::raw_syscall(libc::SYS_mprotect, [addr, len, prot as u64, 0, 0, 0]) };
+        if r < 0 {
+            return Err(nix::errno::Errno::from_raw(-r as i32));
+        }
+        // Pages another mapping replaced stay out of the region.
+        let foreign: Vec<_> = p
+            .protections
+            .within(pages.clone())
+            .into_iter()
+            .filter(|&(_, q)| q == FOREIGN)
+            .collect();
+        p.protections.set(pages, prot);
+        for (run, _) in foreign {
+            p.protections.set(run, FOREIGN);
+        }
+        Ok(())
+    }
+
+    /// Gives `range` (byte offsets into the region) back to plain
+    /// read-write memory of the region, as [`Region::protect`] with
+    /// `PROT_READ | PROT_WRITE` does, and maps anonymous memory,
+    /// registered again, over its pages another mapping replaced: for heap
+    /// memory the program has unmapped. Pages never protected cost no
+    /// system call.
+    ///
+    /// # Errors
+    ///
+    /// The error of the system call that failed.
+    ///
+    /// # Panics
+    ///
+    /// If `range` is not within the region.
+    pub fn unprotect(&self, range: std::ops::Range<usize>) -> Result<(), nix::errno::Errno> {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "{range:?} is outside the region"
+        );
+        let pages = range.start / PAGE_SIZE..range.end.div_ceil(PAGE_SIZE);
+        let _allow = crate::guard::Allow::new();
+        let mut p = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        let base = self.base.as_ptr() as u64;
+        for (run, prot) in p.protections.within(pages.clone()) {
+            let addr = base + (run.start * PAGE_SIZE) as u64;
+            let len = (run.len() * PAGE_SIZE) as u64;
+            let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+            let (nr, args) = if prot == FOREIGN {
+                let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE;
+                (libc::SYS_mmap, [addr, len, rw, flags as u64, u64::MAX, 0])
+            } else {
+                (libc::SYS_mprotect, [addr, len, rw, 0, 0, 0])
+            };
+            // SAFETY: pages of the region, which the program has given up.
+            let r = unsafe { crate::guard::raw_syscall(nr, args) };
+            if r < 0 {
+                return Err(nix::errno::Errno::from_raw(-r as i32));
+            }
+            if prot == FOREIGN && !p.parts.uffd.register(addr as usize, len as usize) {
+                return Err(nix::errno::Errno::EINVAL);
+            }
+            p.protections.set(run, libc::PROT_READ | libc::PROT_WRITE);
+        }
+        Ok(())
+    }
+
+    /// Whether any page of `range` (byte offsets into the region) was
+    /// given a protection other than read-write by [`Region::protect`].
+    pub fn protected(&self, range: std::ops::Range<usize>) -> bool {
+        let pages = range.start / PAGE_SIZE..range.end.div_ceil(PAGE_SIZE);
+        let p = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        p.protections.any_in(pages)
     }
 
     /// Holds the pager for a `fork` about to happen: no fault is served

@@ -470,7 +470,7 @@ pub fn wait_for_fault(uffd: RawFd, stop: RawFd, timeout_ms: i32) -> std::io::Res
 /// none is (`Some(false)`), or some are (`None`), by `mincore(2)`, which
 /// for anonymous memory reports exactly whether a page table entry maps a
 /// frame. `None` also if the call fails.
-fn mapped(addr: usize, len: usize) -> Option<bool> {
+pub(crate) fn mapped(addr: usize, len: usize) -> Option<bool> {
     let pages = len.div_ceil(ccvm_codec::PAGE_SIZE);
     let mut vec = vec![0u8; pages];
     // SAFETY: `vec` has one byte per page of the range, as mincore writes.

@@ -44,16 +44,20 @@ unsafe impl Sync for Slab {}
 
 impl Slab {
     fn map(len: usize) -> Option<Slab> {
+        // The system call, not the C library's `mmap`: in a program paged
+        // by `ccvm exec` that is the preloaded library's, which would serve
+        // this from the paged heap.
         // SAFETY: a fresh private anonymous mapping; nothing existing is touched.
         let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
+            libc::syscall(
+                libc::SYS_mmap,
+                std::ptr::null_mut::<libc::c_void>(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
-            )
+            ) as *mut libc::c_void
         };
         if base == libc::MAP_FAILED {
             return None;

@@ -61,7 +61,7 @@ pub(crate) use calls::Access;
 /// A system call made straight to the kernel, past any wrapper a
 /// preloaded library puts over the C library's `syscall` (and exempt from
 /// the guard's interception).
-pub(crate) use raw::syscall as raw_syscall;
+pub use raw::syscall as raw_syscall;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
@@ -405,12 +405,19 @@ fn through_kernel(addr: usize, local: *mut u8, len: usize, write: bool) -> bool 
 /// a read, or a write that stores what it read.
 pub(crate) fn touch(start: usize, end: usize, access: calls::Access) {
     for page in (start & !(crate::PAGE_SIZE - 1)..end).step_by(crate::PAGE_SIZE) {
-        // SAFETY: a page of the region, mapped read-write; an atomic byte
+        // A page the program made read-only is only read, and one it made
+        // unreadable (or mapped something else over) is left to the
+        // kernel, which fails the call or faults on it as it would unpaged.
+        let (readable, writable) = crate::protections::access(page);
+        if !readable {
+            continue;
+        }
+        // SAFETY: a page of the region, mapped readable; an atomic byte
         // is valid for any bits, and a compare-exchange of a value with
         // itself changes nothing a concurrent writer stored.
         let byte = unsafe { &*(page as *const std::sync::atomic::AtomicU8) };
         let v = byte.load(Relaxed);
-        if access == calls::Access::Write {
+        if access == calls::Access::Write && writable {
             let _ = byte.compare_exchange(v, v, Relaxed, Relaxed);
         }
     }

@@ -79,7 +79,7 @@ pub(super) fn restorer() -> usize {
 ///
 /// The call's effects are the caller's: its pointers must be valid for
 /// what the call does with them.
-pub(crate) unsafe fn syscall(nr: i64, args: [u64; 6]) -> i64 {
+pub unsafe fn syscall(nr: i64, args: [u64; 6]) -> i64 {
     // SAFETY: the caller's.
     unsafe { ccvm_guard_syscall6(nr, args[0], args[1], args[2], args[3], args[4], args[5]) }
 }

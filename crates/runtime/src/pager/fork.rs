@@ -21,7 +21,19 @@
 //!   would cost misses at most one fault per page watched at the fork.
 
 use super::{fatal, PageState, Pager, Target};
+use crate::protections::FOREIGN;
 use ccvm_codec::PAGE_SIZE;
+
+/// `mprotect` of one page, straight to the kernel; whether it was done.
+fn mprotect(addr: *mut u8, prot: i32) -> bool {
+    // SAFETY: one page of the region, mapped in this process.
+    unsafe {
+        crate::guard::raw_syscall(
+            libc::SYS_mprotect,
+            [addr as u64, PAGE_SIZE as u64, prot as u64, 0, 0, 0],
+        ) == 0
+    }
+}
 
 impl Pager {
     /// Leaves no page in the helper's ring or trapped in the shadow, so
@@ -56,7 +68,21 @@ impl Pager {
         }
         let mut written = 0;
         for page in 0..self.state.len() {
+            if matches!(
+                self.state[page],
+                PageState::New | PageState::Zero | PageState::Uncompressed
+            ) {
+                continue;
+            }
             let addr = self.addr(page) as *mut u8;
+            let prot = self.protections.of(page);
+            if prot == FOREIGN {
+                continue;
+            }
+            let rw = libc::PROT_READ | libc::PROT_WRITE;
+            // A page the program protected is opened for the write, then
+            // given its protection back (the child has one thread here).
+            let reprotect = prot != rw && mprotect(addr, rw);
             // SAFETY: a page of the region, which is mapped in the child
             // and not registered: a write allocates it.
             let out = unsafe { std::slice::from_raw_parts_mut(addr, PAGE_SIZE) };
@@ -77,6 +103,9 @@ impl Pager {
                     fatal(format!("page {page} was not settled before the fork"))
                 }
                 PageState::New | PageState::Zero | PageState::Uncompressed => continue,
+            }
+            if reprotect {
+                mprotect(addr, prot);
             }
             self.state[page] = PageState::Uncompressed;
             written += 1;
