@@ -392,7 +392,7 @@ fn reserved_then_committed_memory_is_paged_with_the_kernels_semantics() {
     let dir = scratch_dir("reserve");
     let program = build_c(&dir, "reserve");
     let program = program.to_str().unwrap();
-    for args in [["1", "32", "4000", "1"], ["4", "4", "2000", "2"]] {
+    for args in [["1", "16", "3000", "1"], ["4", "4", "1500", "2"]] {
         let mut command = vec![program];
         command.extend_from_slice(&args);
         let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
