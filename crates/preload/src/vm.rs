@@ -99,7 +99,13 @@ fn sys_mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int
         fd as u64,
         off as u64,
     ];
-    match sys(libc::SYS_mmap, args) {
+    sys_mapping(libc::SYS_mmap, args)
+}
+
+/// [`sys`] for a call that returns an address: the address, or
+/// `MAP_FAILED` with `errno` set.
+fn sys_mapping(nr: libc::c_long, args: [u64; 6]) -> *mut c_void {
+    match sys(nr, args) {
         Ok(p) => p as *mut c_void,
         Err(e) => {
             set_errno(e);
@@ -387,13 +393,7 @@ pub unsafe extern "C" fn mremap(
             new_addr as u64,
             0,
         ];
-        return match sys(libc::SYS_mremap, args) {
-            Ok(p) => p as *mut c_void,
-            Err(e) => {
-                set_errno(e);
-                libc::MAP_FAILED
-            }
-        };
+        return sys_mapping(libc::SYS_mremap, args);
     }
     // Only a whole heap mapping can be remapped (the kernel must not move
     // pages out of the region), and only a read-write one is copied.
