@@ -24,6 +24,7 @@ macro_rules! out {
 
 mod args;
 mod bench_codecs;
+mod bench_faults;
 mod bench_kernel;
 mod bench_store;
 mod exec;
@@ -215,6 +216,12 @@ enum BenchCommand {
     /// A workload under the kernel's own compressed swap (cgroup limit + zram or zswap) against ccvm at the same
     /// total memory. Needs root; sets up and tears down zram, zswap and the cgroup itself.
     Kernel(BenchKernelArgs),
+    /// What one fault costs, all in, under the kernel's zram and under ccvm: the same real pages touched at random
+    /// in a region larger than its memory, less plain memory's time, per fault. Needs root (zram and a cgroup).
+    Faults(BenchFaultsArgs),
+    /// One system's run of `bench faults` in a process of its own (used by `bench faults`).
+    #[command(hide = true)]
+    FaultsChild(bench_faults::ChildArgs),
     /// Runs a workload in plain memory and prints its checksum, wall time and major faults as JSON (used by
     /// `bench kernel` inside its cgroup).
     #[command(hide = true)]
@@ -285,6 +292,34 @@ struct BenchStoreArgs {
     /// (default: one per corpus page). For measuring the store at a scale the corpus does not reach.
     #[arg(long, value_name = "N")]
     pages: Option<usize>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
+struct BenchFaultsArgs {
+    /// Folder of page files the region is filled with (repeated as needed). Default: the bundled corpus.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Pages in the region.
+    #[arg(long, default_value_t = 16384)]
+    pages: usize,
+    /// Share of the region in memory uncompressed: the kernel's cgroup limit (beyond what its process held
+    /// before) and ccvm's RAM budget.
+    #[arg(long, default_value_t = 0.5)]
+    share: f64,
+    /// Random touches per run.
+    #[arg(long, default_value_t = 200_000)]
+    touches: usize,
+    /// Runs of each system; the table gives medians.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// zram's compression algorithm.
+    #[arg(long, default_value = "lz4")]
+    algorithm: String,
+    /// ccvm's policy (as `ccvm run --policy`). Default: ccvm's default.
+    #[arg(long, value_parser = ccvm_policy::parse_name)]
+    policy: Option<String>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -886,6 +921,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             bench_kernel::run(&plan, args.output.format())
         }
+        Command::Bench(BenchCommand::Faults(args)) => {
+            let opts = bench_faults::Options {
+                corpus: args.corpus,
+                pages: args.pages,
+                share: args.share,
+                touches: args.touches,
+                rounds: args.rounds.max(1),
+                algorithm: args.algorithm,
+                policy: args.policy,
+            };
+            bench_faults::run(&opts, args.output.format())
+        }
+        Command::Bench(BenchCommand::FaultsChild(args)) => bench_faults::child(&args),
         Command::Bench(BenchCommand::PlainChild { workload, size, seed }) => {
             bench_kernel::plain_child(&workload, size, seed)
         }

@@ -188,6 +188,11 @@ fn bad_run_settings_give_one_line() {
         args.extend_from_slice(extra);
         fails_with_one_line(&ccvm(&args), needles);
     }
+    // `bench faults` checks its share before it sets anything up.
+    fails_with_one_line(
+        &ccvm(&["bench", "faults", "--share", "2"]),
+        &["--share 2 is not between 0.05 and 0.95"],
+    );
 }
 
 /// Without userfaultfd rights (an unprivileged user, with

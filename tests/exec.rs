@@ -51,8 +51,9 @@ fn heap_peak(command: &[&str], dir: &Path) -> u64 {
     report(&path)["processes"][0]["heap_peak_bytes"].as_u64().unwrap()
 }
 
-/// Runs `command` unpaged, then paged at half and a quarter of its heap
-/// under two policies: the same output every time, and paging happened.
+/// Runs `command` unpaged, then paged at half its heap under the default
+/// policy and at a quarter under the fixed split: the same output every
+/// time, and paging happened.
 fn same_output_when_paged(name: &str, command: &[&str], expect_exit: i32) {
     let dir = scratch_dir(&format!("{name}-runs"));
     let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
@@ -64,31 +65,31 @@ fn same_output_when_paged(name: &str, command: &[&str], expect_exit: i32) {
     );
     let peak = heap_peak(command, &dir);
     assert!(peak > 8 << 20, "{name}: a heap of {peak} bytes is too small to page");
-    for share in [2, 4] {
-        for policy in ["fixed", "adaptive-safe"] {
-            let ram = (peak / share).to_string();
-            let path = dir.join("run.json");
-            let out = ccvm_exec(&["--ram", &ram, "--policy", policy], command, &path);
-            let what = format!("{name} in {ram} bytes ({policy})");
-            assert_eq!(
-                out.status.code(),
-                Some(expect_exit),
-                "{what}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert_eq!(
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&plain.stdout),
-                "{what}: output differs from the unpaged run"
-            );
-            let r = report(&path);
-            let main = &r["processes"][0];
-            let stats = &main["stats"];
-            let evicted = stats["pages_compressed"].as_u64().unwrap() + stats["pages_swapped_raw"].as_u64().unwrap();
-            assert!(evicted > 0, "{what}: nothing left memory: {stats}");
-            let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
-            assert!(back > 0, "{what}: no page came back: {stats}");
-        }
+    // Each policy at one share, so that both shares and both policies are
+    // covered in two runs.
+    for (share, policy) in [(2, "adaptive-safe"), (4, "fixed")] {
+        let ram = (peak / share).to_string();
+        let path = dir.join("run.json");
+        let out = ccvm_exec(&["--ram", &ram, "--policy", policy], command, &path);
+        let what = format!("{name} in {ram} bytes ({policy})");
+        assert_eq!(
+            out.status.code(),
+            Some(expect_exit),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            "{what}: output differs from the unpaged run"
+        );
+        let r = report(&path);
+        let main = &r["processes"][0];
+        let stats = &main["stats"];
+        let evicted = stats["pages_compressed"].as_u64().unwrap() + stats["pages_swapped_raw"].as_u64().unwrap();
+        assert!(evicted > 0, "{what}: nothing left memory: {stats}");
+        let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
+        assert!(back > 0, "{what}: no page came back: {stats}");
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -122,6 +123,56 @@ fn a_c_program_with_threads_fork_exec_and_mappings_prints_the_same_when_paged() 
     assert_eq!(unpaged["reserved"].as_u64(), Some(0), "{unpaged}");
     assert!(unpaged["shared"].as_u64().unwrap() >= 1 << 20, "{unpaged}");
     assert!(main["rss_anon_at_exit_bytes"].as_u64().unwrap() > 0, "{main}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Forked children are paged from their copy of the parent's state: each
+/// reads the heap as it was at its fork while the parent rewrites it, and
+/// the parent reads what it wrote (tests/exec/forks.c checks every page).
+/// In signal mode every process of the tree reports its own paging; in
+/// thread mode the children run unpaged, from pages written into place.
+#[test]
+fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
+    let dir = scratch_dir("forks");
+    let program = dir.join("forks");
+    let status = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&program)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/exec/forks.c"))
+        .status()
+        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
+    assert!(status.success(), "cc failed on tests/exec/forks.c");
+    let program = program.to_str().unwrap();
+    let path = dir.join("forks.json");
+    // A fixed split, so that children fault from the cache and the disk.
+    let out = ccvm_exec(&["--ram", "4M", "--policy", "fixed"], &[program, "10", "2"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.ends_with("ok\n"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&path);
+    let processes = r["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 5, "the parent, two children, two grandchildren: {r}");
+    for p in processes {
+        let stats = &p["stats"];
+        let cache = stats["faults_cache"].as_u64().unwrap();
+        let disk = stats["faults_disk"].as_u64().unwrap();
+        assert!(cache > 0 && disk > 0, "process {} was not paged: {stats}", p["pid"]);
+    }
+    let out = ccvm_exec(&["--ram", "4M", "--fault-mode", "thread"], &[program, "10", "1"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.ends_with("ok\n"),
+        "thread mode: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        report(&path)["processes"].as_array().unwrap().len(),
+        1,
+        "thread mode pages the parent only"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -10,7 +10,7 @@
 //! plus the most memory zram held during the run (its `mem_used_max`),
 //! since zram's pool is not charged to the cgroup.
 
-mod setup;
+pub(crate) mod setup;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -349,19 +349,19 @@ fn in_cgroup(cmd: &mut Command, cgroup: Option<&Cgroup>) -> anyhow::Result<()> {
 }
 
 /// What a child run gave: its standard output, status, usage and wall time.
-struct ChildRun {
-    out: Vec<u8>,
-    status: std::process::ExitStatus,
+pub(crate) struct ChildRun {
+    pub(crate) out: Vec<u8>,
+    pub(crate) status: std::process::ExitStatus,
     usage: libc::rusage,
     wall: std::time::Duration,
     /// The peak of what `probe` sampled (compressed swap's pool).
-    probed: u64,
+    pub(crate) probed: u64,
 }
 
 /// Runs `cmd` to its end, sampling `probe` every 10 ms and, if `cgroup`
 /// is given, flushing its statistics every 20 ms (the work-around in
 /// `docs/kernel.md`).
-fn run_child(mut cmd: Command, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<ChildRun> {
+pub(crate) fn run_child(mut cmd: Command, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<ChildRun> {
     cmd.stdout(Stdio::piped());
     in_cgroup(&mut cmd, cgroup)?;
     let started = std::time::Instant::now();

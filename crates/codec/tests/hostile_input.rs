@@ -33,7 +33,11 @@ fn truncated_inputs_are_rejected() {
         let mut codec = (info.make)();
         for (input, len) in samples(codec.as_mut()) {
             let mut back = vec![0u8; len];
-            for cut in 0..input.len() {
+            // Every cut within 64 bytes of either end (headers, the last
+            // symbols), and one in every 7 between.
+            let n = input.len();
+            let cuts = (0..n).filter(|&c| c < 64 || c + 64 >= n || c % 7 == 0);
+            for cut in cuts {
                 assert!(
                     codec.decompress(&input[..cut], &mut back).is_err(),
                     "{}: accepted input truncated to {cut} of {}",
@@ -56,7 +60,7 @@ fn truncated_inputs_are_rejected() {
 fn bit_flips_never_panic() {
     for info in CODECS {
         let mut codec = (info.make)();
-        for (input, len) in samples(codec.as_mut()).into_iter().take(12) {
+        for (input, len) in samples(codec.as_mut()).into_iter().take(8) {
             let mut back = vec![0u8; len];
             let mut corrupt = input.clone();
             for bit in 0..input.len() * 8 {

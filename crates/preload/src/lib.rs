@@ -38,10 +38,12 @@
 //!
 //! # Fork, exec, exit
 //!
-//! * `fork`: the child gets a consistent heap, all of it in memory, and is
-//!   not paged (see `ccvm_runtime::ForkGuard`); the parent waits until the
-//!   child has written its pages into place. `vfork` and `posix_spawn`
-//!   children share the parent's memory and are served by its pager.
+//! * `fork`: the child is paged too, from its copy of the parent's state
+//!   at the fork, with `--ram` for its own pages and a report of its own
+//!   (see `ccvm_runtime::ForkGuard`). In thread mode the child instead
+//!   gets its whole heap in memory and is not paged. `vfork` and
+//!   `posix_spawn` children share the parent's memory and are served by
+//!   its pager.
 //! * `exec`: the new program inherits `CCVM_EXEC` and is paged with a
 //!   budget of its own.
 //! * exit, from any thread: the process writes its
@@ -60,7 +62,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::MutexGuard;
 
-use ccvm_runtime::{guard, ExecReport, ExecSettings, FaultMode, ForkGuard, Region};
+use ccvm_runtime::{guard, ChildPaging, ExecReport, ExecSettings, FaultMode, ForkGuard, Region};
 
 /// The library's own allocations: the C library's malloc, never the heap.
 struct LibcAlloc;
@@ -276,7 +278,6 @@ extern "C" fn after_fork_parent() {
     let Some(held) = (unsafe { (*HELD.0.get()).take() }) else {
         return;
     };
-    // Waits for the child to copy its pages out.
     held.pager.parent();
     drop(held.mappings);
     drop(held.heap);
@@ -287,9 +288,10 @@ extern "C" fn after_fork_child() {
     let Some(held) = (unsafe { (*HELD.0.get()).take() }) else {
         return;
     };
-    held.pager.child();
-    guard::detach();
-    STATE.store(DETACHED, Ordering::Release);
+    if held.pager.child() != ChildPaging::Paged {
+        guard::detach();
+        STATE.store(DETACHED, Ordering::Release);
+    }
     drop(held.mappings);
     drop(held.heap);
 }

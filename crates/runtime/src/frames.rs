@@ -103,8 +103,17 @@ impl Frames {
         Some(from)
     }
 
-    /// Gives back a frame taken with [`Frames::take_spare`] and not moved.
-    pub fn give_back(&mut self, slot: usize) {
+    /// Gives back a frame taken with [`Frames::take_spare`] and not moved
+    /// to `page`, which is in the region now (its bytes were copied, or
+    /// another thread mapped it): a frame in `page`'s own slot is freed,
+    /// since a resident page's slot must be empty (see the module docs).
+    /// Otherwise the frame stays spare where it is.
+    pub fn give_back(&mut self, slot: usize, page: usize) {
+        if slot == page {
+            // SAFETY: a slot of our shadow holding a frame nothing refers to.
+            unsafe { crate::sys_madvise(self.slot(slot) as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) };
+            return;
+        }
         self.is_spare[slot] = true;
         self.spare.push_back(slot as u32);
     }

@@ -120,7 +120,7 @@ pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};
 pub use exec::{ExecReport, ExecSettings, UnpagedMappings};
 pub use pager::FATAL_EXIT;
 pub use readahead::DEFAULT_WINDOW as DEFAULT_READAHEAD;
-pub use region::{ForkGuard, Region};
+pub use region::{ChildPaging, ForkGuard, Region};
 pub use stats::{Latency, RuntimeStats};
 pub use swap::{SwapError, SwapStats};
 pub use uffd::UffdError;

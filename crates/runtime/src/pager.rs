@@ -473,11 +473,11 @@ impl Pager {
                         // SAFETY: the source is the frame, mapped in our
                         // shadow; the destination a page of the region.
                         let r = unsafe { self.parts.uffd.copy(frames.slot(slot) as *const u8, dst, PAGE_SIZE) };
-                        frames.give_back(slot);
+                        frames.give_back(slot, page);
                         r
                     }
                     Err(e) => {
-                        frames.give_back(slot);
+                        frames.give_back(slot, page);
                         Err(e)
                     }
                     Ok(()) => Ok(()),

@@ -412,8 +412,9 @@ impl Region {
     /// Holds the pager for a `fork` about to happen: no fault is served
     /// until the guard is used up in the parent ([`ForkGuard::parent`]) or
     /// in the child ([`ForkGuard::child`]). Pages on their way to the
-    /// helper process are compressed first, and trapped pages mapped back,
-    /// since a child inherits neither the helper's ring nor the shadow.
+    /// helper process are compressed first, trapped pages mapped back and
+    /// the swap file's buffer written, since a child inherits neither the
+    /// helper's ring, nor the shadow, nor a buffer the parent will reuse.
     ///
     /// Call it from a `pthread_atfork` prepare handler, after taking any
     /// lock that a thread may hold while it touches the region (such as an
@@ -421,13 +422,8 @@ impl Region {
     pub fn prepare_fork(&self) -> ForkGuard<'_> {
         let mut pager = self.pager.lock().unwrap_or_else(|e| e.into_inner());
         pager.settle_for_fork();
-        let mut pipe = [-1; 2];
-        // SAFETY: a two-descriptor array. Without a pipe the parent cannot
-        // wait for the child, which then races the parent's changes.
-        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            pipe = [-1; 2];
-        }
-        ForkGuard { pager, pipe }
+        let page_child = pager.child_can_be_paged(self.mode == FaultMode::Signal);
+        ForkGuard { pager, page_child }
     }
 
     /// Ends the trace, if the region is traced, while the region stays in
@@ -497,68 +493,50 @@ impl Drop for Region {
     }
 }
 
-/// The pager held across a `fork` (see [`Region::prepare_fork`]), with a
-/// pipe by which the child tells the parent it has copied its pages out.
+/// The pager held across a `fork` (see [`Region::prepare_fork`]).
 pub struct ForkGuard<'a> {
     pager: std::sync::MutexGuard<'a, Pager>,
-    /// Read and write ends; -1 when the pipe could not be made.
-    pipe: [libc::c_int; 2],
+    /// Whether the child will be paged (see the pager's fork module).
+    page_child: bool,
+}
+
+/// How a forked child's region goes on (see [`ForkGuard::child`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildPaging {
+    /// Paged, from the child's copy of the parent's state at the fork.
+    Paged,
+    /// Unpaged: every page was written into place (this many were not in
+    /// memory), and the region is plain memory from now on.
+    Materialized(usize),
 }
 
 impl ForkGuard<'_> {
-    /// In the parent after the fork: waits until the child has copied its
-    /// pages out of the store and the swap file (or has died or exec'd),
-    /// because from here on the parent changes both; then faults are
-    /// served again. A parent that went on at once could spill a page to a
-    /// swap-file slot the child had still to read.
+    /// In the parent after the fork: the clusters of the swap file the
+    /// child may read are frozen (see the swap module), and faults are
+    /// served again. The parent does not wait for the child.
     pub fn parent(mut self) {
-        let [read_end, write_end] = std::mem::replace(&mut self.pipe, [-1; 2]);
-        if read_end >= 0 {
-            // SAFETY: our pipe. The child's byte, or the close of its end
-            // (it died or exec'd), ends the wait.
-            unsafe {
-                libc::close(write_end);
-                let mut byte = 0u8;
-                while libc::read(read_end, (&mut byte as *mut u8).cast(), 1) < 0
-                    && *libc::__errno_location() == libc::EINTR
-                {}
-                libc::close(read_end);
-            }
-        }
+        self.pager.after_fork_parent();
     }
 
-    /// In the child after the fork: writes every page held compressed or
-    /// in the swap file into its place, so that the whole region reads as
-    /// the parent's did, tells the parent it is done, and leaves the region
-    /// unpaged for good (the child has no userfaultfd registration and no
-    /// handler). Returns the pages written. The region must not be used as
-    /// a `Region` afterwards, only as memory; its pager stays held.
-    pub fn child(mut self) -> usize {
+    /// In the child after the fork, before anything else touches the
+    /// region: makes the pager the child's own, with a userfaultfd of its
+    /// own, so that the region is paged as in the parent
+    /// ([`ChildPaging::Paged`]). In event mode, with write scans or a
+    /// trace, or if the child cannot have a userfaultfd, it writes every
+    /// page held compressed or in the swap file into its place instead and
+    /// leaves the region unpaged for good ([`ChildPaging::Materialized`]);
+    /// the region must then not be used as a `Region` afterwards, only as
+    /// memory, and its pager stays held.
+    pub fn child(mut self) -> ChildPaging {
+        if self.page_child {
+            match self.pager.adopt_in_child() {
+                Ok(()) => return ChildPaging::Paged,
+                Err(e) => eprintln!("ccvm: the forked child {} runs unpaged: {e}", std::process::id()),
+            }
+        }
         let written = self.pager.materialize_in_child();
-        let [read_end, write_end] = self.pipe;
-        if write_end >= 0 {
-            // SAFETY: our pipe.
-            unsafe {
-                libc::write(write_end, [1u8].as_ptr().cast(), 1);
-                libc::close(write_end);
-                libc::close(read_end);
-            }
-        }
         std::mem::forget(self);
-        written
-    }
-}
-
-impl Drop for ForkGuard<'_> {
-    /// A guard dropped without [`ForkGuard::parent`] or
-    /// [`ForkGuard::child`] (no fork was made) closes its pipe.
-    fn drop(&mut self) {
-        for fd in self.pipe {
-            if fd >= 0 {
-                // SAFETY: our pipe's descriptor, closed once.
-                unsafe { libc::close(fd) };
-            }
-        }
+        ChildPaging::Materialized(written)
     }
 }
 

@@ -29,6 +29,15 @@
 //!   read is checked against it; a mismatch is reported as corruption,
 //!   never returned as data. Same-filled pages from the store need no disk
 //!   at all: their value stays in the slot.
+//! * A forked child shares the file with its parent (see
+//!   `crate::pager`'s fork module): each reads the slots it held at the
+//!   fork from the same clusters, so those clusters are *frozen* in both
+//!   processes: neither writes them again, neither cleans them, and a
+//!   frozen cluster whose pages are all gone is left as dead space rather
+//!   than reused (the file grows instead; disk, not memory). New clusters
+//!   come from a counter that the whole process tree shares (one page of
+//!   shared memory made with the file), so no two processes ever fill the
+//!   same cluster. Clusters free at the fork stay the parent's.
 
 use ccvm_codec::PAGE_SIZE;
 use std::fs::{File, OpenOptions};
@@ -146,6 +155,48 @@ impl SwapSlot {
     }
 }
 
+/// A `u32` counter in a page of shared memory, which forked children
+/// share with their parent (see the module docs).
+struct SharedCounter(std::ptr::NonNull<std::sync::atomic::AtomicU32>);
+
+// SAFETY: the counter is an atomic in memory that lives as long as the
+// process (the page is never unmapped: a forked child may hold it too).
+unsafe impl Send for SharedCounter {}
+
+impl SharedCounter {
+    fn new(first: u32) -> io::Result<SharedCounter> {
+        // The system call, not the C library's (in a paged program that is
+        // the preloaded library's).
+        // SAFETY: a fresh shared anonymous page; nothing existing is touched.
+        let p = unsafe {
+            libc::syscall(
+                libc::SYS_mmap,
+                std::ptr::null_mut::<libc::c_void>(),
+                PAGE_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        } as *mut libc::c_void;
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let counter = p.cast::<std::sync::atomic::AtomicU32>();
+        // SAFETY: the page just mapped, zeroed and aligned.
+        unsafe { (*counter).store(first, std::sync::atomic::Ordering::Relaxed) };
+        Ok(SharedCounter(
+            std::ptr::NonNull::new(counter).expect("mmap does not return null"),
+        ))
+    }
+
+    /// The next value, for this process alone.
+    fn take(&self) -> u32 {
+        // SAFETY: see the type's Send.
+        unsafe { self.0.as_ref() }.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// I/O counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SwapStats {
@@ -182,6 +233,14 @@ pub(crate) struct SwapFile {
     live_bytes: Vec<u32>,
     total_live: u64,
     free_clusters: Vec<u32>,
+    /// Clusters live at a fork, never written or cleaned again (see the
+    /// module docs); indexed like `members`.
+    frozen: Vec<bool>,
+    /// Clusters this process owns and has not given up as dead: the
+    /// clusters in use are these less the free ones.
+    owned: u64,
+    /// The tree's count of clusters made (see the module docs).
+    next_cluster: SharedCounter,
     /// Reads whole clusters for the cleaner; taken while it moves pages.
     clean_buf: Option<AlignedBuf>,
     /// The cluster being filled, and its buffer.
@@ -235,6 +294,9 @@ impl SwapFile {
             live_bytes: vec![0],
             total_live: 0,
             free_clusters: Vec::new(),
+            frozen: vec![false],
+            owned: 1,
+            next_cluster: SharedCounter::new(1).map_err(create)?,
             clean_buf: Some(AlignedBuf::new(CLUSTER)),
             current: 0,
             pending: AlignedBuf::new(CLUSTER),
@@ -284,11 +346,7 @@ impl SwapFile {
         self.stats.file_bytes = self.stats.file_bytes.max(offset + CLUSTER as u64);
         self.current = match self.free_clusters.pop() {
             Some(c) => c,
-            None => {
-                self.members.push(Vec::new());
-                self.live_bytes.push(0);
-                self.members.len() as u32 - 1
-            }
+            None => self.new_cluster(),
         };
         // The span read ahead from a cluster about to be rewritten is stale.
         if self.span_at.is_some_and(|(c, _, _)| c == self.current) {
@@ -296,6 +354,102 @@ impl SwapFile {
         }
         self.pending_len = 0;
         Ok(())
+    }
+
+    /// A cluster no process of the tree has used, now this one's.
+    fn new_cluster(&mut self) -> u32 {
+        let c = self.next_cluster.take();
+        let len = c as usize + 1;
+        if self.members.len() < len {
+            self.members.resize_with(len, Vec::new);
+            self.live_bytes.resize(len, 0);
+            self.frozen.resize(len, false);
+        }
+        self.owned += 1;
+        c
+    }
+
+    /// Clusters in use: owned, less the free ones.
+    fn clusters_in_use(&self) -> u64 {
+        self.owned - self.free_clusters.len() as u64
+    }
+
+    /// Before a fork: writes the cluster being filled, so that no page
+    /// either process holds is only in this process's buffer.
+    ///
+    /// # Errors
+    ///
+    /// The write's error.
+    pub fn settle_for_fork(&mut self) -> Result<(), SwapError> {
+        self.flush()
+    }
+
+    /// After a fork, in the parent and in the child alike: freezes every
+    /// cluster that holds a live page (see the module docs).
+    fn freeze_live(&mut self) {
+        for (c, m) in self.members.iter().enumerate() {
+            if !m.is_empty() {
+                self.frozen[c] = true;
+            }
+        }
+    }
+
+    /// In the parent after a fork (after [`Self::settle_for_fork`]).
+    pub fn after_fork_parent(&mut self) {
+        self.freeze_live();
+    }
+
+    /// In the child after a fork: freezes what both hold, gives the
+    /// parent's free clusters and the cluster it is filling back to it,
+    /// and starts a cluster of the child's own.
+    pub fn after_fork_child(&mut self) {
+        self.freeze_live();
+        self.stats = SwapStats {
+            alignment: self.stats.alignment,
+            file_bytes: self.stats.file_bytes,
+            ..SwapStats::default()
+        };
+        // Free clusters and the (empty) current one stay the parent's.
+        self.owned -= self.free_clusters.len() as u64 + 1;
+        self.free_clusters.clear();
+        self.pending_len = 0;
+        self.current = self.new_cluster();
+    }
+
+    /// A forked child's copy of this file's state, made as a fork would
+    /// make it (for tests: both then run in this process).
+    #[cfg(test)]
+    fn fork_copy(&mut self) -> SwapFile {
+        self.settle_for_fork().unwrap();
+        let copy = |b: &AlignedBuf| {
+            let mut n = AlignedBuf::new(b.len());
+            n.copy_from_slice(b);
+            n
+        };
+        let mut child = SwapFile {
+            file: self.file.try_clone().unwrap(),
+            dir: self.dir.clone(),
+            align: self.align,
+            members: self.members.clone(),
+            live_bytes: self.live_bytes.clone(),
+            total_live: self.total_live,
+            free_clusters: self.free_clusters.clone(),
+            frozen: self.frozen.clone(),
+            owned: self.owned,
+            next_cluster: SharedCounter(self.next_cluster.0),
+            clean_buf: Some(AlignedBuf::new(CLUSTER)),
+            current: self.current,
+            pending: copy(&self.pending),
+            pending_len: self.pending_len,
+            read_buf: AlignedBuf::new(PAGE_SIZE),
+            span: copy(&self.span),
+            span_at: self.span_at,
+            latency: self.latency,
+            stats: self.stats,
+        };
+        self.after_fork_parent();
+        child.after_fork_child();
+        child
     }
 
     /// Queues page `page`, kept as `stored` with `payload` (the stored
@@ -338,13 +492,13 @@ impl SwapFile {
     ///
     /// A failed read or write, or a moved page that fails its check.
     pub fn clean(&mut self, moved: &mut Vec<(u64, SwapSlot)>) -> Result<(), SwapError> {
-        let in_use = (self.members.len() - self.free_clusters.len()) as u64 * CLUSTER as u64;
+        let in_use = self.clusters_in_use() * CLUSTER as u64;
         if in_use <= 2 * self.total_live + 4 * CLUSTER as u64 {
             return Ok(());
         }
         let current = self.current as usize;
         let Some(victim) = (0..self.members.len())
-            .filter(|&c| c != current && !self.members[c].is_empty())
+            .filter(|&c| c != current && !self.members[c].is_empty() && !self.frozen[c])
             .min_by_key(|&c| self.live_bytes[c])
         else {
             return Ok(());
@@ -474,7 +628,12 @@ impl SwapFile {
             self.live_bytes[c] -= rounded;
             self.total_live -= rounded as u64;
             if self.members[c].is_empty() && slot.cluster != self.current {
-                self.free_clusters.push(slot.cluster);
+                if self.frozen[c] {
+                    // Another process of the tree may still read it.
+                    self.owned -= 1;
+                } else {
+                    self.free_clusters.push(slot.cluster);
+                }
             }
         }
     }
@@ -560,7 +719,7 @@ mod tests {
     }
 
     fn in_use(swap: &SwapFile) -> u64 {
-        (swap.members.len() - swap.free_clusters.len()) as u64 * CLUSTER as u64
+        swap.clusters_in_use() * CLUSTER as u64
     }
 
     /// Reads `page` back and checks it against the model's entry.
@@ -707,5 +866,44 @@ mod tests {
             "{err}"
         );
         assert!(moved.is_empty());
+    }
+
+    /// A parent and its forked children share the file: each churns its
+    /// own pages (writes, reads, the cleaner) after the fork, and every
+    /// process reads back exactly what it holds, including the pages it
+    /// held at the fork, which the others may have released and rewritten.
+    #[test]
+    fn forked_copies_churn_the_shared_file_and_each_reads_its_own() {
+        let mut parent = SwapFile::create(&std::env::temp_dir(), Duration::ZERO).unwrap();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut out = AlignedBuf::new(4096);
+        let mut models = vec![Model::new()];
+        for page in 0..2000 {
+            write_and_clean(&mut parent, &mut models[0], page, &mut x);
+        }
+        let mut files = vec![parent];
+        for round in 0..3 {
+            // Process `round` forks; the copies then take turns.
+            let child = files[round].fork_copy();
+            files.push(child);
+            models.push(models[round].clone());
+            for _ in 0..8_000 {
+                let who = (xorshift(&mut x) % files.len() as u64) as usize;
+                let page = xorshift(&mut x) % 3000;
+                match models[who].remove(&page) {
+                    Some(entry) => read_checked(&mut files[who], page, &entry, &mut out),
+                    None => write_and_clean(&mut files[who], &mut models[who], page, &mut x),
+                }
+            }
+        }
+        assert!(
+            files.iter().all(|f| f.stats.cleaned > 0),
+            "the cleaner ran in every copy"
+        );
+        for (file, model) in files.iter_mut().zip(models) {
+            for (page, entry) in model {
+                read_checked(file, page, &entry, &mut out);
+            }
+        }
     }
 }

@@ -472,12 +472,19 @@ pub fn wait_for_fault(uffd: RawFd, stop: RawFd, timeout_ms: i32) -> std::io::Res
 /// frame. `None` also if the call fails.
 pub(crate) fn mapped(addr: usize, len: usize) -> Option<bool> {
     let pages = len.div_ceil(ccvm_codec::PAGE_SIZE);
-    let mut vec = vec![0u8; pages];
-    // SAFETY: `vec` has one byte per page of the range, as mincore writes.
-    if unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) } != 0 {
-        return None;
+    // On the stack, a chunk at a time: this runs in signal handlers, where
+    // the allocator (the program's, in `ccvm exec`) may not be entered.
+    let mut vec = [0u8; 64];
+    let mut present = 0;
+    for first in (0..pages).step_by(vec.len()) {
+        let n = (pages - first).min(vec.len());
+        let at = addr + first * ccvm_codec::PAGE_SIZE;
+        // SAFETY: `vec` has a byte for each of the n pages mincore reports.
+        if unsafe { libc::mincore(at as *mut libc::c_void, n * ccvm_codec::PAGE_SIZE, vec.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        present += vec[..n].iter().filter(|&&b| b & 1 != 0).count();
     }
-    let present = vec.iter().filter(|&&b| b & 1 != 0).count();
     match present {
         0 => Some(false),
         n if n == pages => Some(true),

@@ -1,27 +1,54 @@
-//! What the pager does around a `fork`: the child of a paged process gets
-//! the region's whole contents in place and runs unpaged.
+//! What the pager does around a `fork`: the child of a paged process is
+//! paged too, from its copy of the parent's state at the fork.
 //!
 //! # Choices
 //!
-//! * A forked child does not inherit the userfaultfd registration, so a
-//!   page that is not in its memory would read as zeros. Rather than share
-//!   the parent's store and swap file with the child (both keep changing,
-//!   and the child would need a snapshot of each), the child writes every
-//!   page it holds compressed or in the swap file into place, from its own
-//!   copy of the store and the swap file, which the parent leaves untouched
-//!   until the child is done (the caller holds the pager meanwhile). The
-//!   child then holds its whole region uncompressed and is not paged; a
-//!   program it `exec`s starts paging afresh.
-//! * Pages still in the helper's ring are compressed by the parent before
-//!   the fork, because the ring is shared with the parent's helper.
+//! * A forked child does not inherit the userfaultfd registration (without
+//!   `UFFD_FEATURE_EVENT_FORK`, which needs `CAP_SYS_PTRACE` and blocks the
+//!   fork until a reader takes the event), so a page that is not in its
+//!   memory would read as zeros. The child's copy of the pager therefore
+//!   opens a userfaultfd of its own and registers the region before
+//!   `fork` returns to the program (the `pthread_atfork` child handler,
+//!   [`Pager::adopt_in_child`]); the pages the parent held in memory are
+//!   the child's by copy-on-write, and the rest it serves from its own
+//!   copies of the store (the process's memory, copied on write like the
+//!   rest) and of the swap file's index.
+//! * The swap file is shared, not copied: the clusters that hold pages at
+//!   the fork are frozen in both processes, so nothing the parent later
+//!   does changes what the child reads, and the other way round (see the
+//!   `swap` module). The parent does not wait for the child.
+//! * The child compresses in its own thread: the helper process and its
+//!   ring are the parent's ([`Helper::abandon`](crate::compressor::Helper::abandon)). Pages in the ring are
+//!   compressed by the parent before the fork, so neither process has a
+//!   page only there.
 //! * Trapped pages live in the shadow, which a child does not inherit
-//!   (`MADV_DONTFORK`): they are mapped back before the fork. So are
-//!   watched ones (`ccvm_policy::Action::Watch`), whose next touch then
-//!   goes unseen: the policy's sample of what paging without a cache
-//!   would cost misses at most one fault per page watched at the fork.
+//!   (`MADV_DONTFORK`): they are mapped back before the fork, and the child
+//!   makes a shadow of its own. So are watched ones
+//!   (`ccvm_policy::Action::Watch`), whose next touch then goes unseen: the
+//!   policy's sample of what paging without a cache would cost misses at
+//!   most one fault per page watched at the fork.
+//! * Pages mapped as the zero page lose their write protection in the
+//!   child (the kernel drops it with the registration); the child
+//!   protects them again, so that their first write still counts.
+//! * The child is paged with the parent's budget, `--ram`, for its own
+//!   pages. A page both processes map is one page of memory until either
+//!   writes it; the budget counts it in each, so the tree holds at most
+//!   `--ram` per process and usually much less.
+//! * Only SIGBUS mode pages children: in event mode the handler thread,
+//!   which the child does not inherit, would have to be started inside
+//!   `fork`, and with write scans or a trace the child would share the
+//!   parent's scan state or trace file. There, and wherever the child
+//!   cannot get a userfaultfd, the child writes every page held
+//!   compressed or on disk into place ([`Pager::materialize_in_child`])
+//!   and runs unpaged, as it did before children were paged; it reads
+//!   only its own copies and frozen clusters, so that too is safe without
+//!   the parent waiting.
 
 use super::{fatal, PageState, Pager, Target};
+use crate::frames::Frames;
 use crate::protections::FOREIGN;
+use crate::stats::{RuntimeStats, Timers};
+use crate::uffd::Uffd;
 use ccvm_codec::PAGE_SIZE;
 
 /// `mprotect` of one page, straight to the kernel; whether it was done.
@@ -36,8 +63,9 @@ fn mprotect(addr: *mut u8, prot: i32) -> bool {
 }
 
 impl Pager {
-    /// Leaves no page in the helper's ring or trapped in the shadow, so
-    /// that a child forked now needs neither.
+    /// Leaves no page in the helper's ring, trapped in the shadow, or only
+    /// in the swap file's buffer, so that a child forked now needs none of
+    /// them.
     pub(crate) fn settle_for_fork(&mut self) {
         self.collect_finished();
         self.run_actions();
@@ -55,6 +83,93 @@ impl Pager {
                 }
             }
         }
+        if let Err(e) = self.parts.swap.settle_for_fork() {
+            fatal(e);
+        }
+    }
+
+    /// Whether a child forked now can be paged (see the module docs).
+    pub(crate) fn child_can_be_paged(&self, signal_mode: bool) -> bool {
+        signal_mode && self.write_scan.is_none() && self.parts.trace.is_none()
+    }
+
+    /// In the parent after a fork.
+    pub(crate) fn after_fork_parent(&mut self) {
+        self.parts.swap.after_fork_parent();
+    }
+
+    /// In a forked child, before it runs on: makes this copy of the
+    /// parent's pager the child's own (see the module docs). The counters
+    /// start again from zero, so that the child's report is its own.
+    ///
+    /// # Errors
+    ///
+    /// A message if the child cannot have a userfaultfd of its own or
+    /// register the region with it; the pager is then as it was, and the
+    /// caller materializes instead.
+    pub(crate) fn adopt_in_child(&mut self) -> Result<(), String> {
+        let uffd = Uffd::open_with(true, false).map_err(|e| e.to_string())?;
+        // The region's pages, less those another mapping replaced.
+        let pages = self.state.len();
+        let mut start = 0;
+        let mut runs = Vec::new();
+        for (run, _) in self
+            .protections
+            .within(0..pages)
+            .into_iter()
+            .filter(|&(_, p)| p == FOREIGN)
+        {
+            if run.start > start {
+                runs.push(start..run.start);
+            }
+            start = run.end;
+        }
+        if start < pages {
+            runs.push(start..pages);
+        }
+        for run in runs {
+            if !uffd.register(self.addr(run.start), run.len() * PAGE_SIZE) {
+                return Err(format!("registering pages {run:?} of the region in the forked child"));
+            }
+        }
+        // From here on the child's: the parent's descriptor closes here.
+        self.parts.uffd = uffd;
+        self.parts.swap.after_fork_child();
+        if let Some(helper) = self.helper.take() {
+            helper.abandon();
+        }
+        if let Some(old) = self.frames.take() {
+            // Its mapping is not the child's (`MADV_DONTFORK`): forget it
+            // rather than unmap whatever may be there now.
+            std::mem::forget(old);
+            self.frames = Frames::new(&self.parts.uffd, pages);
+        }
+        if self.frames.is_none() {
+            self.traps = None;
+        }
+        // Zero pages: protected again, a run at a time.
+        let mut page = 0;
+        while page < pages {
+            if !matches!(self.state[page], PageState::Zero) {
+                page += 1;
+                continue;
+            }
+            let first = page;
+            while page < pages && matches!(self.state[page], PageState::Zero) {
+                page += 1;
+            }
+            let (addr, len) = (self.addr(first), (page - first) * PAGE_SIZE);
+            if let Err(e) = self.parts.uffd.write_protect(addr, len) {
+                fatal(format!("protecting zero pages in the forked child: {e}"));
+            }
+        }
+        self.stats = RuntimeStats {
+            uncompressed_pages: self.parts.policy.uncompressed_limit(),
+            cache_budget: self.parts.policy.cache_limit(),
+            ..RuntimeStats::default()
+        };
+        self.timers = Timers::new();
+        Ok(())
     }
 
     /// In a forked child: writes every page held compressed or in the swap
@@ -63,8 +178,7 @@ impl Pager {
     /// written. Afterwards the pager must not be used.
     pub(crate) fn materialize_in_child(&mut self) -> usize {
         if let Some(helper) = self.helper.take() {
-            // Dropping it would stop the parent's helper.
-            std::mem::forget(helper);
+            helper.abandon();
         }
         let mut written = 0;
         for page in 0..self.state.len() {
