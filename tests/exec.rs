@@ -145,7 +145,7 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
     let program = program.to_str().unwrap();
     let path = dir.join("forks.json");
     // A fixed split, so that children fault from the cache and the disk.
-    let out = ccvm_exec(&["--ram", "4M", "--policy", "fixed"], &[program, "10", "2"], &path);
+    let out = ccvm_exec(&["--ram", "4M", "--policy", "fixed"], &[program, "6", "2"], &path);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.ends_with("ok\n"),
@@ -161,7 +161,7 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
         let disk = stats["faults_disk"].as_u64().unwrap();
         assert!(cache > 0 && disk > 0, "process {} was not paged: {stats}", p["pid"]);
     }
-    let out = ccvm_exec(&["--ram", "4M", "--fault-mode", "thread"], &[program, "10", "1"], &path);
+    let out = ccvm_exec(&["--ram", "4M", "--fault-mode", "thread"], &[program, "6", "1"], &path);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.ends_with("ok\n"),

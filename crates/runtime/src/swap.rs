@@ -887,7 +887,7 @@ mod tests {
             let child = files[round].fork_copy();
             files.push(child);
             models.push(models[round].clone());
-            for _ in 0..8_000 {
+            for _ in 0..5_000 {
                 let who = (xorshift(&mut x) % files.len() as u64) as usize;
                 let page = xorshift(&mut x) % 3000;
                 match models[who].remove(&page) {
