@@ -20,7 +20,10 @@
 //! * The child compresses in its own thread: the helper process and its
 //!   ring are the parent's ([`Helper::abandon`](crate::compressor::Helper::abandon)). Pages in the ring are
 //!   compressed by the parent before the fork, so neither process has a
-//!   page only there.
+//!   page only there. A helper forked from the child would share the
+//!   child's resident pages: they could not be moved out (`EBUSY`), and
+//!   the helper would keep each one the child dropped. A helper for a
+//!   child must start from a fresh program, not a fork (not built).
 //! * Trapped pages live in the shadow, which a child does not inherit
 //!   (`MADV_DONTFORK`): they are mapped back before the fork, and the child
 //!   makes a shadow of its own. So are watched ones
