@@ -161,24 +161,7 @@ impl Frames {
 /// a time behind the pager's back, and moves take single pages); `None` if
 /// mmap fails.
 pub(crate) fn map_small_pages(len: usize) -> Option<*mut libc::c_void> {
-    // The system call, not the C library's `mmap`: in a program paged by
-    // `ccvm exec` that is the preloaded library's, which would serve this
-    // from the paged heap.
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-    let base = unsafe {
-        libc::syscall(
-            libc::SYS_mmap,
-            std::ptr::null_mut::<libc::c_void>(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        ) as *mut libc::c_void
-    };
-    if base == libc::MAP_FAILED {
-        return None;
-    }
+    let base = crate::map_anonymous(len, libc::MAP_PRIVATE | libc::MAP_NORESERVE)?;
     // SAFETY: the mapping just made.
     unsafe { crate::sys_madvise(base, len, libc::MADV_NOHUGEPAGE) };
     Some(base)

@@ -165,23 +165,7 @@ unsafe impl Send for SharedCounter {}
 
 impl SharedCounter {
     fn new(first: u32) -> io::Result<SharedCounter> {
-        // The system call, not the C library's (in a paged program that is
-        // the preloaded library's).
-        // SAFETY: a fresh shared anonymous page; nothing existing is touched.
-        let p = unsafe {
-            libc::syscall(
-                libc::SYS_mmap,
-                std::ptr::null_mut::<libc::c_void>(),
-                PAGE_SIZE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut libc::c_void;
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let p = crate::map_anonymous(PAGE_SIZE, libc::MAP_SHARED).ok_or_else(io::Error::last_os_error)?;
         let counter = p.cast::<std::sync::atomic::AtomicU32>();
         // SAFETY: the page just mapped, zeroed and aligned.
         unsafe { (*counter).store(first, std::sync::atomic::Ordering::Relaxed) };
