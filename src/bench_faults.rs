@@ -156,9 +156,7 @@ fn ccvm(data: &[u8], ram: u64, policy: Option<&str>, touches: usize, seed: u64) 
         ram_bytes: ram,
         ..RuntimeConfig::default()
     };
-    if let Some(p) = policy {
-        config.policy = p.to_string();
-    }
+    config.policy = policy.unwrap_or(ccvm_policy::DEFAULT_POLICY).to_string();
     let mut region = Region::new(data.len(), config)?;
     region.as_mut_slice()[..data.len()].copy_from_slice(data);
     let faults = |r: &Region| {

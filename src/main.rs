@@ -538,7 +538,7 @@ struct RunArgs {
     /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
     #[arg(long, default_value_t = 0.5, value_parser = args::share)]
     uncompressed_share: f64,
-    #[arg(long, default_value = "adaptive-safe", value_parser = ccvm_policy::parse_name, help = ccvm_policy::help())]
+    #[arg(long, default_value = ccvm_policy::DEFAULT_POLICY, value_parser = ccvm_policy::parse_name, help = ccvm_policy::help())]
     policy: String,
     /// Cost of a disk fault for the adaptive policy (plus --disk-latency), until disk faults are measured:
     /// an untraced run then prices one at --cache-cost plus the measured difference of their service times.
@@ -610,7 +610,7 @@ struct ExecArgs {
     #[arg(long, default_value_t = 0.5, value_parser = args::share)]
     uncompressed_share: f64,
     /// Policy (see `ccvm run --help`).
-    #[arg(long, default_value = "adaptive-safe", value_parser = ccvm_policy::parse_name)]
+    #[arg(long, default_value = ccvm_policy::DEFAULT_POLICY, value_parser = ccvm_policy::parse_name)]
     policy: String,
     /// Codec of the compression cache (see `ccvm codecs`).
     #[arg(long, default_value = "hybrid", value_parser = args::codec)]

@@ -77,12 +77,8 @@ impl Policy for FixedSplit {
 
     fn touch(&mut self, page: u64, from: Level, actions: &mut Vec<Action>) {
         self.levels.touch(page, from);
-        while self.levels.uncompressed.len() > self.uncompressed_pages {
-            let victim = self
-                .levels
-                .uncompressed
-                .pop_oldest()
-                .expect("over the limit, so not empty");
+        while self.levels.uncompressed_len() > self.uncompressed_pages {
+            let victim = self.levels.pop_victim().expect("over the limit, so not empty");
             if self.compressed_budget == 0 {
                 self.levels.on_disk(victim);
                 actions.push(Action::SwapOut(victim));
@@ -103,7 +99,7 @@ impl Policy for FixedSplit {
         // `none` stays in fault order: it is the baseline that
         // `adaptive-safe`'s guard estimates on its miniature splits.
         if self.compressed_budget > 0 {
-            self.levels.uncompressed.use_workingset();
+            self.levels.use_workingset();
         }
     }
 

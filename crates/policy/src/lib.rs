@@ -29,11 +29,12 @@ mod adaptive;
 mod ager;
 mod fixed;
 mod levels;
+mod lists;
 mod miniature;
+mod pages;
 mod pool;
 mod queue;
 mod recency;
-mod resident;
 mod trap;
 
 pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, SAFE_TARGETS, TARGETS};
@@ -192,6 +193,10 @@ pub struct PolicyInfo {
     /// Makes one for a budget.
     pub make: fn(Budget, Params) -> Box<dyn Policy>,
 }
+
+/// The policy `ccvm run`, `ccvm exec` and the benchmarks use unless told
+/// otherwise.
+pub const DEFAULT_POLICY: &str = "adaptive-safe";
 
 /// Every named policy. `fixedN` (a fixed split with N% compressed, N from 0
 /// to 100) is accepted besides.

@@ -73,6 +73,13 @@
 //!   more by one standard error of the two costs (each a decayed count of
 //!   sampled events): [`Miniatures::best_from`]. Switching on noise moved
 //!   the CPython cache's split 180 times in a run, and 6 times with it.
+//! * One split may move: `adaptive-safe`'s fitting share (see
+//!   `Adaptive`), set by [`Miniatures::set_share`]. It always runs, and
+//!   its pages stay where they are when it moves. Every split is resized
+//!   when the policy's memory changes ([`Miniatures::set_frames`]): sized
+//!   once at the start, the splits measured 3% more memory than the run
+//!   had after ccvm's own tables grew, enough for a split that fitted the
+//!   sample to spill 400 pages live.
 //! * A small budget samples at least one page in [`MIN_RATE`] (down to the
 //!   floor of frames): the splits' tables are charged to the budget they
 //!   size, and at every page of a 3 MiB budget they took a quarter of it.
@@ -264,6 +271,8 @@ pub struct Miniatures {
     /// Watched touches and faults seen at this rate.
     watches: u64,
     faults: u64,
+    /// The split whose share the policy moves ([`Miniatures::float`]).
+    floating: Option<usize>,
 }
 
 impl Miniatures {
@@ -316,9 +325,32 @@ impl Miniatures {
             decay: 1.0,
             watches: 0,
             faults: 0,
+            floating: None,
         };
         m.size_splits();
         m
+    }
+
+    /// Split `index`'s share will move ([`Miniatures::set_share`]): it
+    /// always runs, whatever its share and the ratio.
+    pub fn float(&mut self, index: usize) {
+        self.floating = Some(index);
+        self.splits[index].active = true;
+    }
+
+    /// Moves the floating split `index` to `share`; its pages stay where
+    /// they are, and its caps change at once.
+    pub fn set_share(&mut self, index: usize, share: f64) {
+        debug_assert_eq!(Some(index), self.floating, "only the floating split moves");
+        self.splits[index].share = share;
+        self.size_splits();
+    }
+
+    /// The policy manages `frames` frames from now on: every split is
+    /// resized, its pages staying where they are.
+    pub fn set_frames(&mut self, frames: usize) {
+        self.frames = frames;
+        self.size_splits();
     }
 
     /// Prices disk faults at `disk_ns` from now on.
@@ -367,7 +399,12 @@ impl Miniatures {
             .filter(|s| s.active)
             .map(|s| s.cost)
             .fold(0.0, f64::max);
-        for s in self.splits.iter_mut().filter(|s| s.share > WIDE_SHARE) {
+        let floating = self.floating;
+        for s in self
+            .splits
+            .iter_mut()
+            .filter(|s| s.share > WIDE_SHARE && Some(s.index) != floating)
+        {
             let run = if s.active {
                 ratio >= WIDE_OFF_RATIO
             } else {

@@ -84,12 +84,9 @@ impl Pool {
     fn fit(&mut self, actions: &mut Vec<Action>) {
         while self.used() > self.ram {
             let evict_uncompressed = match self.rule {
-                Rule::Cap(_) => !self.levels.uncompressed.is_empty(),
+                Rule::Cap(_) => self.levels.uncompressed_len() != 0,
                 Rule::Bias(bias) => {
-                    let (u, c) = (
-                        self.levels.uncompressed.peek_oldest(),
-                        self.levels.compressed.peek_oldest(),
-                    );
+                    let (u, c) = (self.levels.peek_victim(), self.levels.oldest_compressed());
                     match (self.age(u), self.age(c)) {
                         (Some(u), Some(c)) => u as f64 >= c as f64 / bias,
                         (Some(_), None) => true,
@@ -98,8 +95,8 @@ impl Pool {
                 }
             };
             // The page just touched stays.
-            if evict_uncompressed && self.levels.uncompressed.len() > 1 {
-                let v = self.levels.uncompressed.pop_oldest().expect("not empty");
+            if evict_uncompressed && self.levels.uncompressed_len() > 1 {
+                let v = self.levels.pop_victim().expect("not empty");
                 actions.push(Action::Compress(v));
                 // Its compressed size is charged when reported; stop here
                 // so the mechanism can report it.

@@ -23,17 +23,6 @@ impl RecencyQueue {
         self.seq.is_empty()
     }
 
-    /// The oldest page, without taking it.
-    pub fn peek_oldest(&mut self) -> Option<u64> {
-        while let Some(&(s, p)) = self.order.front() {
-            if self.seq.get(&p) == Some(&s) {
-                return Some(p);
-            }
-            self.order.pop_front();
-        }
-        None
-    }
-
     /// Puts `page` at the newest end (moving it if present).
     pub fn push_newest(&mut self, page: u64) {
         let s = self.next;
@@ -48,6 +37,7 @@ impl RecencyQueue {
     }
 
     /// The pages, oldest first.
+    #[cfg(test)]
     pub fn oldest_first(&self) -> impl Iterator<Item = u64> + '_ {
         self.order
             .iter()
