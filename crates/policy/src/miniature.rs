@@ -392,6 +392,11 @@ impl Miniatures {
     /// The compression ratio changed: each cache holds its share of memory
     /// times `ratio` pages.
     pub fn set_ratio(&mut self, ratio: f64) {
+        // Told at every compression; a move under 0.1% changes no cap
+        // by a page in a thousand.
+        if (ratio - self.ratio).abs() < 1e-3 * self.ratio {
+            return;
+        }
         self.ratio = ratio;
         let highest = self
             .splits
