@@ -1,0 +1,164 @@
+use std::collections::{HashSet, VecDeque};
+
+use super::*;
+
+const COSTS: Costs = Costs {
+    disk_ns: 100e3,
+    codec_ns: 20e3,
+    compress_share: 0.5,
+};
+
+/// Plain FIFO over every page, as `none` runs on a fault-only
+/// mechanism: its disk faults.
+fn fifo_faults(refs: &[u64], frames: usize) -> u64 {
+    let mut q = VecDeque::new();
+    let mut held = HashSet::new();
+    let mut seen = HashSet::new();
+    let mut faults = 0;
+    for &r in refs {
+        if held.insert(r) {
+            if !seen.insert(r) {
+                faults += 1;
+            }
+            q.push_back(r);
+            if q.len() > frames {
+                held.remove(&q.pop_front().unwrap());
+            }
+        }
+    }
+    faults
+}
+
+/// Every reference of `refs`, as the mechanism would report it.
+fn feed(m: &mut Miniatures, refs: &[u64]) {
+    let mut seen = HashSet::new();
+    let mut actions = Vec::new();
+    for &r in refs {
+        let from = if seen.insert(r) {
+            Level::New
+        } else {
+            Level::Uncompressed
+        };
+        m.touch(r, from, &mut actions);
+    }
+}
+
+#[test]
+fn the_rate_keeps_enough_frames() {
+    let rate = |frames| Miniatures::new(frames, &[0.0], COSTS, 2.0).rate();
+    assert_eq!(rate(100), 1);
+    // A small budget samples thinner (down to 64 frames), since the
+    // splits' tables are charged to it.
+    assert_eq!(rate(128), 2);
+    assert_eq!(rate(768), 4);
+    assert_eq!(rate(2047), 4);
+    assert_eq!(rate(2048), 4);
+    assert_eq!(rate(4096), 8);
+    assert_eq!(rate(25_600), 32);
+    assert_eq!(rate(1 << 24), MAX_RATE);
+}
+
+proptest::proptest! {
+    /// Seeing every touch, a rate-1 split without a cache is `none`.
+    #[test]
+    fn at_rate_one_the_first_split_is_fifo(refs in proptest::collection::vec(0u64..40, 1..600), frames in 1usize..30) {
+        let mut m = Miniatures::new(frames, &[0.0, 0.5], COSTS, 2.0);
+        feed(&mut m, &refs);
+        proptest::prop_assert_eq!(m.none_disk_faults() as u64, fifo_faults(&refs, frames));
+    }
+}
+
+#[test]
+fn a_sample_estimates_fifos_faults() {
+    // A loop over 30,000 pages with a hot set, in 20,000 frames.
+    let mut refs = Vec::new();
+    let mut x = 7u64;
+    for _ in 0..6 {
+        for p in 0..30_000u64 {
+            refs.push(p);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            refs.push((x >> 33) % 2_000);
+        }
+    }
+    let frames = 20_000;
+    let exact = fifo_faults(&refs, frames) as f64;
+    let mut m = Miniatures::new(frames, &[0.0], COSTS, 2.0);
+    assert!(m.rate() > 1);
+    feed(&mut m, &refs);
+    let est = m.none_disk_faults();
+    assert!((est - exact).abs() < 0.1 * exact, "estimate {est}, exact {exact}");
+}
+
+#[test]
+fn the_split_moves_only_when_the_costs_differ_beyond_their_noise() {
+    // A loop 1.4 times memory, every page sampled: a 50% cache at 2:1
+    // holds it, 0% faults on every page.
+    let mut m = Miniatures::new(100, &[0.0, 0.5], COSTS, 2.0);
+    assert_eq!(m.rate(), 1);
+    feed(&mut m, &(0..140u64).chain(0..1).collect::<Vec<_>>());
+    // One disk fault against one hit: cheaper, within noise.
+    assert_eq!(m.best(), 1);
+    assert_eq!(m.best_from(0), 0);
+    feed(&mut m, &(0..20).flat_map(|_| 0..140u64).collect::<Vec<_>>());
+    assert_eq!(m.best_from(0), 1);
+    // An inactive or unknown current split defers to the cheapest.
+    assert_eq!(m.best_from(7), 1);
+}
+
+#[test]
+fn disk_bits_keep_each_splits_pages_apart() {
+    let mut d = DiskBits::default();
+    d.put(9, 0, false);
+    d.put(9, 3, true);
+    assert_eq!(d.take(9, 1), None);
+    assert_eq!(d.take(9, 3), Some(true));
+    assert_eq!(d.take(9, 3), None);
+    d.put(5, 3, false);
+    d.clear_split(0);
+    assert_eq!(d.take(9, 0), None);
+    assert_eq!(d.take(5, 3), Some(false));
+    assert!(d.0.is_empty(), "a page no split holds takes no entry");
+}
+
+#[test]
+fn a_cache_wins_where_it_holds_the_loop() {
+    // A loop 1.4 times memory: FIFO faults on every page, a 50% cache
+    // at 2:1 holds it all.
+    let refs: Vec<u64> = (0..20).flat_map(|_| 0..1400u64).collect();
+    let mut m = Miniatures::new(1000, &[0.0, 0.5], COSTS, 2.0);
+    feed(&mut m, &refs);
+    assert_eq!(m.best(), 1);
+    // At 1:1 the cache holds less than uncompressed memory did.
+    let mut m = Miniatures::new(1000, &[0.0, 0.5], COSTS, 1.0);
+    feed(&mut m, &refs);
+    assert_eq!(m.best(), 0);
+}
+
+#[test]
+fn wide_splits_run_only_at_high_ratios() {
+    // A loop four times memory (4000 pages in 1000 frames).
+    let refs: Vec<u64> = (0..20).flat_map(|_| 0..4000u64).collect();
+    let shares = [0.0, 0.5, 0.75];
+    let mut m = Miniatures::new(1000, &shares, COSTS, 10.0);
+    feed(&mut m, &refs);
+    assert_eq!(m.best(), 1, "at 10:1 a 50% cache holds 500 + 5000 pages");
+    let mut m = Miniatures::new(1000, &shares, COSTS, 3.0);
+    feed(&mut m, &refs);
+    // At 3:1 the 75% split (250 + 2250 pages) would not hold it
+    // either; it does not run, so nothing is watched for it.
+    assert!(!m.splits[2].active && m.disk.0.values().all(|bits| bits & (0b11 << 4) == 0));
+    // The ratio rises: it starts at the dearest cost and must earn its
+    // way down.
+    m.set_ratio(7.0);
+    assert!(m.splits[2].active);
+    let dearest = m.splits.iter().take(2).map(|s| s.cost).fold(0.0, f64::max);
+    assert_eq!(m.splits[2].cost, dearest);
+    feed(&mut m, &refs);
+    assert_eq!(m.best(), 2, "at 7:1 only 75% (250 + 5250 pages) holds the loop");
+    // Just below the ratio that started it, it keeps running.
+    m.set_ratio(5.5);
+    assert!(m.splits[2].active);
+    m.set_ratio(4.0);
+    assert!(!m.splits[2].active);
+    assert_ne!(m.best(), 2, "stopped, it is not chosen");
+}
