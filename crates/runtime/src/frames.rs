@@ -161,7 +161,7 @@ impl Frames {
 /// a time behind the pager's back, and moves take single pages); `None` if
 /// mmap fails.
 pub(crate) fn map_small_pages(len: usize) -> Option<*mut libc::c_void> {
-    let base = crate::map_anonymous(len, libc::MAP_PRIVATE | libc::MAP_NORESERVE)?;
+    let base = ccvm_store::chunks::map_anonymous(len, libc::MAP_PRIVATE | libc::MAP_NORESERVE)?;
     // SAFETY: the mapping just made.
     unsafe { crate::sys_madvise(base, len, libc::MADV_NOHUGEPAGE) };
     Some(base)

@@ -114,27 +114,6 @@ pub unsafe fn sys_madvise(addr: *mut libc::c_void, len: usize, advice: libc::c_i
     }
 }
 
-/// A fresh anonymous read-write mapping of `len` bytes with `flags`
-/// (`MAP_PRIVATE` or `MAP_SHARED`, plus any of `MAP_NORESERVE` and the
-/// like), made by system call: in a program paged by `ccvm exec` the C
-/// library's `mmap` is the preloaded library's, which would serve private
-/// memory from the paged heap. `None` if the kernel refuses.
-pub(crate) fn map_anonymous(len: usize, flags: libc::c_int) -> Option<*mut libc::c_void> {
-    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-    let base = unsafe {
-        libc::syscall(
-            libc::SYS_mmap,
-            std::ptr::null_mut::<libc::c_void>(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        ) as *mut libc::c_void
-    };
-    (base != libc::MAP_FAILED).then_some(base)
-}
-
 /// ccvm's page, as every crate takes it (the codec crate defines it).
 pub use ccvm_codec::PAGE_SIZE;
 pub use config::{FaultMode, RuntimeConfig, RuntimeError, TraceConfig};

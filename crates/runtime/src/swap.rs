@@ -165,7 +165,7 @@ unsafe impl Send for SharedCounter {}
 
 impl SharedCounter {
     fn new(first: u32) -> io::Result<SharedCounter> {
-        let p = crate::map_anonymous(PAGE_SIZE, libc::MAP_SHARED).ok_or_else(io::Error::last_os_error)?;
+        let p = ccvm_store::chunks::map_anonymous(PAGE_SIZE, libc::MAP_SHARED).ok_or_else(io::Error::last_os_error)?;
         let counter = p.cast::<std::sync::atomic::AtomicU32>();
         // SAFETY: the page just mapped, zeroed and aligned.
         unsafe { (*counter).store(first, std::sync::atomic::Ordering::Relaxed) };

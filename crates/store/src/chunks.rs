@@ -42,26 +42,37 @@ unsafe impl Send for Slab {}
 // SAFETY: as above; a shared slab is only read through its base address.
 unsafe impl Sync for Slab {}
 
+/// A fresh anonymous read-write mapping of `len` bytes with `flags`
+/// (`MAP_PRIVATE` or `MAP_SHARED`, plus any of `MAP_NORESERVE` and the
+/// like), made by system call: in a program paged by `ccvm exec` the C
+/// library's `mmap` is the preloaded library's, which would serve private
+/// memory from the paged heap. `None` if the kernel refuses. The caller
+/// owns the mapping and unmaps it.
+///
+/// ```
+/// let p = ccvm_store::chunks::map_anonymous(4096, libc::MAP_PRIVATE).unwrap();
+/// // SAFETY: the page just mapped, read-write.
+/// unsafe { *p.cast::<u8>() = 7; libc::munmap(p, 4096) };
+/// ```
+pub fn map_anonymous(len: usize, flags: libc::c_int) -> Option<*mut libc::c_void> {
+    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+    let base = unsafe {
+        libc::syscall(
+            libc::SYS_mmap,
+            std::ptr::null_mut::<libc::c_void>(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        ) as *mut libc::c_void
+    };
+    (base != libc::MAP_FAILED).then_some(base)
+}
+
 impl Slab {
     fn map(len: usize) -> Option<Slab> {
-        // The system call, not the C library's `mmap`: in a program paged
-        // by `ccvm exec` that is the preloaded library's, which would serve
-        // this from the paged heap.
-        // SAFETY: a fresh private anonymous mapping; nothing existing is touched.
-        let base = unsafe {
-            libc::syscall(
-                libc::SYS_mmap,
-                std::ptr::null_mut::<libc::c_void>(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            ) as *mut libc::c_void
-        };
-        if base == libc::MAP_FAILED {
-            return None;
-        }
+        let base = map_anonymous(len, libc::MAP_PRIVATE | libc::MAP_NORESERVE)?;
         Some(Slab {
             base: NonNull::new(base.cast()).expect("mmap does not return null"),
             len,
