@@ -185,6 +185,16 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
         "faults                 {} zero-fill, {} from the cache, {} from the swap file, {} of trapped pages",
         s.faults_zero, s.faults_cache, s.faults_disk, s.faults_trap
     )?;
+    if s.tree_processes > 1 {
+        writeln!(
+            out,
+            "shared budget          {} processes at most shared --ram; the tree charged {} MiB at most \
+             (a page two processes map counts in each); this process was allowed {} MiB at least",
+            s.tree_processes,
+            mib(s.tree_peak_bytes),
+            mib(s.allowance_least_bytes)
+        )?;
+    }
     if s.faults_zero_read > 0 {
         writeln!(
             out,

@@ -122,3 +122,52 @@ fn a_paged_run_holds_its_budget_as_the_kernel_counts_it() {
         }
     }
 }
+
+/// A forking program shares one `--ram` among its processes: the whole
+/// tree, metered by a memory cgroup, holds at most the budget plus what
+/// the same tree holds with a 1 MiB heap (run the same way, first, so
+/// that it is charged the files all runs read), plus 2% and 2 MiB. With
+/// `--ram` for each process, as before the budget was shared, the tree
+/// of this test peaked at 62.6 MiB (15.5 MiB with it shared).
+#[test]
+fn a_forking_program_holds_one_budget_for_its_whole_tree() {
+    let (Some(small), Some(large)) = (Meter::new("tree-small"), Meter::new("tree-large")) else {
+        eprintln!("skipped: needs root and a memory cgroup");
+        return;
+    };
+    const MIB: u64 = 1 << 20;
+    let dir = common::scratch_dir("tree-budget");
+    let program = dir.join("forks");
+    let status = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&program)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/exec/forks.c"))
+        .status()
+        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
+    assert!(status.success(), "cc failed on tests/exec/forks.c");
+    let program = program.to_str().unwrap();
+    let ram = 8 * MIB;
+    // Two children, each with a grandchild, over an 8 MiB heap.
+    let (outside, out) = small.run(&["exec", "--ram", "8M", "--policy", "fixed", "--", program, "1", "2"]);
+    assert!(String::from_utf8_lossy(&out).contains("ok\n"));
+    let (held, out) = large.run(&["exec", "--ram", "8M", "--policy", "fixed", "--", program, "8", "2"]);
+    assert!(
+        String::from_utf8_lossy(&out).contains("ok\n"),
+        "the paged tree's checks"
+    );
+    let allowed = ram + outside + ram / 50 + 2 * MIB;
+    eprintln!(
+        "held {:.1} MiB, allowed {:.1} MiB (the tree with a 1 MiB heap: {:.1} MiB)",
+        held as f64 / MIB as f64,
+        allowed as f64 / MIB as f64,
+        outside as f64 / MIB as f64
+    );
+    assert!(
+        held <= allowed,
+        "the tree peaked at {:.1} MiB, over {:.1} MiB (--ram 8M + {:.1} MiB the same tree holds with a \
+         1 MiB heap + 2% + 2 MiB)",
+        held as f64 / MIB as f64,
+        allowed as f64 / MIB as f64,
+        outside as f64 / MIB as f64
+    );
+}

@@ -176,4 +176,28 @@ mod tests {
         assert!(!p.make_room(&mut a));
         assert_eq!(a, [Action::Spill(7), Action::Spill(9)]);
     }
+
+    #[test]
+    fn shrink_evicts_the_oldest_uncompressed_page_where_the_split_sends_it() {
+        let mut p = FixedSplit::new(budget(8), 0.5);
+        let mut a = Vec::new();
+        for page in 0..4 {
+            p.touch(page, Level::New, &mut a);
+        }
+        assert!(a.is_empty());
+        // Into the cache, oldest first, until none is uncompressed.
+        for page in 0..4 {
+            assert!(p.shrink(&mut a));
+            assert_eq!(a.pop(), Some(Action::Compress(page)));
+            p.compressed(page, 100, &mut a);
+        }
+        assert!(!p.shrink(&mut a));
+        assert_eq!(p.occupancy(), (0, 4, 0));
+        // Without a cache, to disk as it is.
+        let mut none = FixedSplit::new(budget(8), 1.0);
+        none.touch(5, Level::New, &mut a);
+        assert!(none.shrink(&mut a));
+        assert_eq!(a, [Action::SwapOut(5)]);
+        assert_eq!(none.occupancy(), (0, 0, 1));
+    }
 }

@@ -216,12 +216,25 @@ impl Levels {
 }
 
 /// The [`Policy`](crate::Policy) methods every policy answers from its
-/// `levels` field alone: spilling on demand, pages swapped without the
-/// cache, occupancy and the cache's bytes.
+/// `levels` field alone: spilling and shrinking on demand, pages swapped
+/// without the cache, occupancy and the cache's bytes.
 macro_rules! delegate_to_levels {
     () => {
         fn make_room(&mut self, actions: &mut Vec<Action>) -> bool {
             self.levels.spill_oldest(actions)
+        }
+
+        fn shrink(&mut self, actions: &mut Vec<Action>) -> bool {
+            let Some(victim) = self.levels.pop_victim() else {
+                return false;
+            };
+            if self.cache_limit() > 0 {
+                actions.push(Action::Compress(victim));
+            } else {
+                self.levels.on_disk(victim);
+                actions.push(Action::SwapOut(victim));
+            }
+            true
         }
 
         fn swapped_instead(&mut self, page: u64) {

@@ -172,6 +172,17 @@ pub trait Policy: Send {
     fn set_ram(&mut self, ram_bytes: u64) {
         let _ = ram_bytes;
     }
+
+    /// The mechanism holds more than its budget and [`Policy::make_room`]
+    /// found the cache empty (its budget was cut at once, as when a forked
+    /// process's share of a shared budget shrinks): appends the eviction
+    /// of the oldest uncompressed page, into the cache if the policy has
+    /// one, else to disk as it is. Returns `false` if no page is
+    /// uncompressed. The default evicts nothing.
+    fn shrink(&mut self, actions: &mut Vec<Action>) -> bool {
+        let _ = actions;
+        false
+    }
 }
 
 /// What the policies are made with besides the budget.

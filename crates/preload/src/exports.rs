@@ -34,10 +34,14 @@ fn unpaged(ptr: *mut c_void, size: usize) -> *mut c_void {
     ptr
 }
 
-/// From the heap when it is up and has room, else from the C library.
+/// From the heap when it is up and has room, else from the C library
+/// (and always for ccvm's own thread: see
+/// [`ccvm_runtime::allocating_for_ccvm`]).
 fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
-    if let Some(p) = heap::alloc(size, align, zero) {
-        return p.cast();
+    if !ccvm_runtime::allocating_for_ccvm() {
+        if let Some(p) = heap::alloc(size, align, zero) {
+            return p.cast();
+        }
     }
     // SAFETY: the C library's own allocator, with valid arguments.
     let p = unsafe {

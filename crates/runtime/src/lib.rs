@@ -58,6 +58,9 @@
 //!   so that an empty cache costs nothing; the runtime evicts further if
 //!   slack ever pushes the sum over. While a fault is served one page more
 //!   may be resident, until its evictions run.
+//! * One budget for a process tree (`tree` module): the children a paged
+//!   process forks are paged too, and all of them share `--ram`, each
+//!   holding what the others leave and at least an equal share.
 //! * The swap file (`swap` module) and the fault handler (`pager` module)
 //!   state their own choices: clustered direct writes with per-page CRCs
 //!   kept in memory; write-safe eviction; one pager lock per region.
@@ -76,6 +79,7 @@ pub mod ffi;
 mod frames;
 pub mod guard;
 mod pager;
+pub use pager::allocating_for_ccvm;
 mod pins;
 mod protections;
 mod readahead;
@@ -83,6 +87,7 @@ mod region;
 mod signal;
 mod stats;
 mod swap;
+mod tree;
 pub mod uffd;
 mod written;
 

@@ -61,6 +61,10 @@ use ccvm_policy::Traps;
 mod costs;
 mod fork;
 mod overhead;
+mod share;
+
+pub use share::allocating_for_ccvm;
+pub(crate) use share::start_trimmer;
 
 use overhead::Overhead;
 
@@ -143,6 +147,14 @@ pub(crate) struct Pager {
     pub(crate) protections: Protections,
     /// Service times told to the policy (see the `costs` module).
     costs: Option<costs::CostMeter>,
+    /// The budget this process shares with those it forked or was forked
+    /// from (see the `tree` module), and what it may hold of it now.
+    tree: Option<crate::tree::Tree>,
+    allowance: u64,
+    /// Faults until the tree's table is read again.
+    tree_countdown: u32,
+    /// Whether this process runs the tree's thread (see `share`).
+    trimming: bool,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -216,7 +228,8 @@ impl Pager {
         Pager {
             state: ZeroTable::new(parts.pages),
             seen: 0,
-            overhead: Overhead::new(parts.alloc_base),
+            overhead: Overhead::new(parts.alloc_base, parts.ram_bytes.saturating_sub(parts.reserve)),
+            allowance: parts.ram_bytes,
             parts,
             snapshot: RuntimeStats::default(),
             resident: 0,
@@ -235,6 +248,9 @@ impl Pager {
             write_scan: None,
             protections,
             costs: None,
+            tree: None,
+            tree_countdown: 0,
+            trimming: false,
             stats,
             timers: Timers::new(),
         }
@@ -1066,16 +1082,15 @@ impl Pager {
                 helper: self.helper.as_ref().map_or(0, Helper::memory),
             });
             self.stats.overhead_bytes = self.stats.overhead_bytes.max(self.overhead.bytes);
-            if let Some(ram) = self
-                .overhead
-                .policy_ram(self.parts.ram_bytes.saturating_sub(self.parts.reserve))
-            {
-                self.parts.policy.set_ram(ram);
-            }
         }
-        let over = |p: &Pager| {
-            p.resident as u64 * PAGE_SIZE as u64 + p.parts.store.memory_used() + p.overhead.bytes > p.parts.ram_bytes
-        };
+        self.consult_tree(false);
+        if let Some(ram) = self
+            .overhead
+            .policy_ram(self.allowance.saturating_sub(self.parts.reserve))
+        {
+            self.parts.policy.set_ram(ram);
+        }
+        let over = |p: &Pager| p.charge() > p.allowance;
         if !over(self) {
             return;
         }
@@ -1084,6 +1099,19 @@ impl Pager {
         self.parts.store.compact_when_due();
         while over(self) && self.parts.policy.make_room(&mut self.actions) {
             self.run_actions();
+        }
+        // A share of a tree's budget cut at once (see `tree`): uncompressed
+        // pages leave too, each at most once (one that cannot leave is
+        // kept mapped and comes back to the policy).
+        if self.allowance < self.parts.ram_bytes {
+            let mut tries = self.resident;
+            while over(self) && tries > 0 && self.parts.policy.shrink(&mut self.actions) {
+                tries -= 1;
+                self.run_actions();
+                while over(self) && self.parts.policy.make_room(&mut self.actions) {
+                    self.run_actions();
+                }
+            }
         }
     }
 }

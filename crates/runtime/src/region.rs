@@ -186,6 +186,9 @@ impl Region {
                 .unwrap_or_else(|e| e.into_inner())
                 .compress_in_background(helper);
         }
+        if let Some(tree) = crate::tree::Tree::new(config.ram_bytes) {
+            pager.lock().unwrap_or_else(|e| e.into_inner()).share_budget(tree);
+        }
         if config.trace.is_none() {
             let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
             p.read_ahead(config.readahead);
@@ -422,8 +425,13 @@ impl Region {
     pub fn prepare_fork(&self) -> ForkGuard<'_> {
         let mut pager = self.pager.lock().unwrap_or_else(|e| e.into_inner());
         pager.settle_for_fork();
+        pager.hold_for_child();
         let page_child = pager.child_can_be_paged(self.mode == FaultMode::Signal);
-        ForkGuard { pager, page_child }
+        ForkGuard {
+            pager,
+            me: Arc::downgrade(&self.pager),
+            page_child,
+        }
     }
 
     /// Ends the trace, if the region is traced, while the region stays in
@@ -464,6 +472,7 @@ impl Region {
             }
             None => crate::signal::remove(Arc::as_ptr(&self.pager)),
         }
+        self.pager.lock().unwrap_or_else(|e| e.into_inner()).leave_tree();
     }
 
     /// Stops paging, ends the trace (if any) and returns the final counters.
@@ -496,6 +505,8 @@ impl Drop for Region {
 /// The pager held across a `fork` (see [`Region::prepare_fork`]).
 pub struct ForkGuard<'a> {
     pager: std::sync::MutexGuard<'a, Pager>,
+    /// The same pager, for the thread of a shared budget (see `tree`).
+    me: std::sync::Weak<Mutex<Pager>>,
     /// Whether the child will be paged (see the pager's fork module).
     page_child: bool,
 }
@@ -516,6 +527,20 @@ impl ForkGuard<'_> {
     /// served again. The parent does not wait for the child.
     pub fn parent(mut self) {
         self.pager.after_fork_parent();
+        let start = self.pager.join_tree_after_fork(false);
+        self.start_trimmer(start);
+    }
+
+    /// Releases the pager and, if `start`, starts the thread of the tree's
+    /// shared budget (see the pager's `share` module).
+    fn start_trimmer(self, start: bool) {
+        let ForkGuard { pager, me, .. } = self;
+        drop(pager);
+        if start && !crate::pager::start_trimmer(me.clone()) {
+            if let Some(p) = me.upgrade() {
+                p.lock().unwrap_or_else(|e| e.into_inner()).no_trimmer();
+            }
+        }
     }
 
     /// In the child after the fork, before anything else touches the
@@ -530,7 +555,11 @@ impl ForkGuard<'_> {
     pub fn child(mut self) -> ChildPaging {
         if self.page_child {
             match self.pager.adopt_in_child() {
-                Ok(()) => return ChildPaging::Paged,
+                Ok(()) => {
+                    let start = self.pager.join_tree_after_fork(true);
+                    self.start_trimmer(start);
+                    return ChildPaging::Paged;
+                }
                 Err(e) => eprintln!("ccvm: the forked child {} runs unpaged: {e}", std::process::id()),
             }
         }

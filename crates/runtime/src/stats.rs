@@ -131,6 +131,18 @@ pub struct RuntimeStats {
     /// Most of ccvm's own memory charged to the RAM budget at once
     /// (tables, spare frames, the helper; see `accounting`), bytes.
     pub overhead_bytes: u64,
+    /// Most processes sharing the RAM budget at once, as this process saw
+    /// its tree (see the `tree` module); 0 or 1 for a lone process.
+    #[serde(default)]
+    pub tree_processes: u64,
+    /// Most the whole tree was charged at once, as its members read it,
+    /// bytes (pages two processes map are counted in each).
+    #[serde(default)]
+    pub tree_peak_bytes: u64,
+    /// Least this process was allowed to hold of the shared budget, bytes
+    /// (0 for a lone process, which holds the whole budget).
+    #[serde(default)]
+    pub allowance_least_bytes: u64,
 }
 
 impl RuntimeStats {

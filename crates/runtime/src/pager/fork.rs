@@ -33,10 +33,12 @@
 //! * Pages mapped as the zero page lose their write protection in the
 //!   child (the kernel drops it with the registration); the child
 //!   protects them again, so that their first write still counts.
-//! * The child is paged with the parent's budget, `--ram`, for its own
-//!   pages. A page both processes map is one page of memory until either
-//!   writes it; the budget counts it in each, so the tree holds at most
-//!   `--ram` per process and usually much less.
+//! * Parent and child share one budget, `--ram`, for the whole tree,
+//!   divided as the `tree` module says (max-min fair: each may hold what
+//!   the others leave, and never less than an equal share). A page both
+//!   processes map is one page of memory until either writes it; the
+//!   budget counts it in each, so the tree holds at most `--ram` (and a
+//!   little more between two reads of the shared table), usually less.
 //! * Only SIGBUS mode pages children: in event mode the handler thread,
 //!   which the child does not inherit, would have to be started inside
 //!   `fork`, and with write scans or a trace the child would share the

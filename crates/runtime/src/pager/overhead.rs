@@ -25,6 +25,8 @@ pub(crate) struct Overhead {
     until_refresh: u32,
     /// The charge the policy was last resized for.
     told: u64,
+    /// The RAM (budget less the store's reserve) it was last resized for.
+    told_ram: u64,
 }
 
 /// The charge moves this much before the policy is resized.
@@ -41,13 +43,15 @@ pub(crate) struct Parts {
 }
 
 impl Overhead {
-    /// Counting from now, if the process counts.
-    pub fn new(base: Option<usize>) -> Overhead {
+    /// Counting from now, if the process counts, for a policy made for
+    /// `ram` (the budget less the store's reserve).
+    pub fn new(base: Option<usize>, ram: u64) -> Overhead {
         Overhead {
             base,
             bytes: 0,
             until_refresh: 0,
             told: 0,
+            told_ram: ram,
         }
     }
 
@@ -76,12 +80,14 @@ impl Overhead {
 
 impl Overhead {
     /// What the policy should manage of `ram` (the budget less the store's
-    /// reserve), if the charge has moved enough since it was last told.
+    /// reserve), if the charge or `ram` has moved enough since it was last
+    /// told.
     pub fn policy_ram(&mut self, ram: u64) -> Option<u64> {
-        if self.bytes.abs_diff(self.told) < RESIZE_STEP {
+        if self.bytes.abs_diff(self.told) < RESIZE_STEP && ram.abs_diff(self.told_ram) < RESIZE_STEP {
             return None;
         }
         self.told = self.bytes;
+        self.told_ram = ram;
         // Keep at least a sixteenth, so that paging goes on however large
         // the tables grow against a tiny budget.
         Some(ram.saturating_sub(self.bytes).max(ram / 16))
