@@ -30,7 +30,9 @@
 //!   `fork`, `vfork`) are re-run in place: the handler rewinds the saved
 //!   instruction pointer to the call, sets the trap flag and allows the
 //!   call; the single-step trap after it, in the parent and in the child,
-//!   registers the thread and blocks again.
+//!   registers the thread and blocks again. The locale's tables are read
+//!   first ([`touch_locale`]), since a new thread reads them before it can
+//!   take a fault.
 //! * Signal state: every handler returns through the guard's restorer
 //!   (`rt_sigaction` is rewritten, and handlers installed before the guard
 //!   are reinstalled), since a trapped `rt_sigreturn` would need the frame
@@ -177,6 +179,19 @@ struct KernelAction {
 const NO_ACTION: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 static PROGRAM_SIGSYS: [AtomicU64; 3] = NO_ACTION;
 static PROGRAM_SIGTRAP: [AtomicU64; 3] = NO_ACTION;
+
+/// Reads the global locale's tables, so that they are resident when a new
+/// thread starts: the C library starts a thread with every signal
+/// blocked and reads them (`__ctype_init`) before it unblocks any, and a
+/// program's locale lives in its heap, so a fault there, which the pager
+/// cannot be told of, would end the process with SIGBUS.
+pub(crate) fn touch_locale() {
+    // SAFETY: reads the global locale's LC_CTYPE data, the structure
+    // whose entries `__ctype_init` reads; the result is not kept.
+    unsafe {
+        std::hint::black_box(libc::nl_langinfo(libc::CODESET));
+    }
+}
 
 /// Lets this thread's system calls through unintercepted while it lives,
 /// restoring the selector as it found it when dropped. The pager's and the
@@ -687,6 +702,7 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
     .map(|r| g[r as usize] as u64);
     let result = match nr {
         libc::SYS_clone | libc::SYS_clone3 | libc::SYS_fork | libc::SYS_vfork => {
+            touch_locale();
             step_over(g);
             // Allowed until the step's trap: the call runs in place.
             std::mem::forget(allow);

@@ -162,11 +162,7 @@ pub fn allocating_for_ccvm() -> bool {
 /// may hold, before it unblocks any, so a fault there would end the
 /// process; they are read here first, where a fault is served.
 pub(crate) fn start_trimmer(pager: Weak<Mutex<Pager>>) -> bool {
-    // SAFETY: reads the global locale's data; the result is not kept.
-    unsafe {
-        std::hint::black_box(libc::nl_langinfo(libc::CODESET));
-        std::hint::black_box(libc::toupper(b'a' as i32));
-    }
+    crate::guard::touch_locale();
     extern "C" fn start(arg: *mut libc::c_void) -> *mut libc::c_void {
         // SAFETY: the box made below, given to this thread alone.
         let pager = unsafe { Box::from_raw(arg.cast::<Weak<Mutex<Pager>>>()) };
