@@ -137,15 +137,8 @@ fn a_forking_program_holds_one_budget_for_its_whole_tree() {
     };
     const MIB: u64 = 1 << 20;
     let dir = common::scratch_dir("tree-budget");
-    let program = dir.join("forks");
-    let status = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&program)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/exec/forks.c"))
-        .status()
-        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
-    assert!(status.success(), "cc failed on tests/exec/forks.c");
-    let program = program.to_str().unwrap();
+    let program = common::build_c(&dir, "forks");
+    let program = program.as_str();
     let ram = 8 * MIB;
     // Two children, each with a grandchild, over a 6 MiB heap.
     let (outside, out) = small.run(&["exec", "--ram", "8M", "--policy", "fixed", "--", program, "1", "2"]);

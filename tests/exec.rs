@@ -4,6 +4,8 @@
 //! (CPython, sqlite3), each at half and a quarter of its heap, under two
 //! policies, must print exactly what it prints unpaged.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -134,15 +136,8 @@ fn a_c_program_with_threads_fork_exec_and_mappings_prints_the_same_when_paged() 
 #[test]
 fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
     let dir = scratch_dir("forks");
-    let program = dir.join("forks");
-    let status = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&program)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/exec/forks.c"))
-        .status()
-        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
-    assert!(status.success(), "cc failed on tests/exec/forks.c");
-    let program = program.to_str().unwrap();
+    let program = common::build_c(&dir, "forks");
+    let program = program.as_str();
     let path = dir.join("forks.json");
     // A fixed split, so that children fault from the cache and the disk.
     let out = ccvm_exec(&["--ram", "4M", "--policy", "fixed"], &[program, "6", "2"], &path);

@@ -54,3 +54,18 @@ pub fn quick_sweep(traces: &[&std::path::Path], out: &std::path::Path) -> Output
     args.extend(["--sizes", "2", "--runs", "1", "--policy", "adaptive", "--codec", "wkdm"]);
     ccvm(&args)
 }
+
+/// Builds `tests/exec/NAME.c` with the system's C compiler into `dir`;
+/// returns the program's path.
+pub fn build_c(dir: &std::path::Path, name: &str) -> String {
+    let program = dir.join(name);
+    let source = format!("{}/tests/exec/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .expect("a C compiler (cc) is installed: .ci/run installs gcc");
+    assert!(status.success(), "cc failed on {source}");
+    program.to_str().unwrap().to_owned()
+}
