@@ -251,11 +251,12 @@ fn children_of(pid: u32) -> Vec<u32> {
 }
 
 /// A program that closes every descriptor from 3 up (close, closefrom,
-/// close_range) keeps its pager: ccvm's descriptors stay open, in both
-/// fault modes; and the helper process ends when the program execs
-/// another.
+/// close_range) and then puts a file of its own on every number it finds
+/// open (dup2, dup3) keeps its pager: ccvm's descriptors stay open and
+/// move out of the way, in both fault modes; and the helper process ends
+/// when the program execs another.
 #[test]
-fn closing_every_descriptor_leaves_the_pager_running() {
+fn closing_or_replacing_every_descriptor_leaves_the_pager_running() {
     let dir = scratch_dir("descriptors");
     let program = build_c(&dir, "descriptors");
     let program = program.to_str().unwrap();

@@ -1,7 +1,8 @@
 //! The C library's most frequent system-call wrappers, replaced so that a
 //! guarded program's reads and writes skip the guard's SIGSYS round trip;
-//! and its `close`, `close_range` and `closefrom`, replaced so that ccvm's
-//! own descriptors stay open in either fault mode (`ccvm_runtime::fds`).
+//! and its `close`, `close_range`, `closefrom`, `dup`, `dup2` and `dup3`,
+//! replaced so that ccvm's own descriptors stay open and in place in either
+//! fault mode (`ccvm_runtime::fds`).
 //!
 //! Under the guard ([`ccvm_runtime::guard`]) every system call raises
 //! SIGSYS and is made by the handler: about 1.4 µs a call, which a program
@@ -180,6 +181,60 @@ unsafe fn real_syscall(nr: libc::c_long, a: [u64; 6]) -> i64 {
     }
 }
 
+/// A kernel result as the C library returns it: -1 with `errno` set.
+fn c_result(r: i64) -> c_int {
+    if r < 0 {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = -r as c_int };
+        return -1;
+    }
+    r as c_int
+}
+
+/// `dup2`, `dup3` or `dup` (`nr`) with ccvm's own descriptors out of its
+/// way: one at `new` is moved first, and `old` naming one fails with
+/// `EBADF`, as if it were not open (see `ccvm_runtime::fds`).
+fn dup_call(nr: libc::c_long, old: c_int, new: c_int, flags: c_int) -> c_int {
+    let args = [old as u64, new as u64, flags as u64, 0, 0, 0];
+    // SAFETY: the program's own call, as asked.
+    let call = &mut || unsafe { real_syscall(nr, args) };
+    c_result(match nr {
+        libc::SYS_dup if ccvm_runtime::fds::is_ours(old) => -(libc::EBADF as i64),
+        libc::SYS_dup => call(),
+        _ => ccvm_runtime::fds::dup_onto(old, new, call),
+    })
+}
+
+/// `dup2`, moving ccvm's descriptor out of the way first.
+///
+/// # Safety
+///
+/// The C library's contract for `dup2`.
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    dup_call(libc::SYS_dup2, old, new, 0)
+}
+
+/// `dup3`, moving ccvm's descriptor out of the way first.
+///
+/// # Safety
+///
+/// The C library's contract for `dup3`.
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    dup_call(libc::SYS_dup3, old, new, flags)
+}
+
+/// `dup`, refusing ccvm's own descriptors.
+///
+/// # Safety
+///
+/// The C library's contract for `dup`.
+#[no_mangle]
+pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+    dup_call(libc::SYS_dup, old, 0, 0)
+}
+
 /// `close_range`, skipping ccvm's own descriptors.
 ///
 /// # Safety
@@ -210,8 +265,9 @@ pub unsafe extern "C" fn closefrom(first: c_int) {
     unsafe { close_range(first.max(0) as libc::c_uint, libc::c_uint::MAX, 0) };
 }
 
-/// The C library's `syscall`, except that `close` and `close_range` made
-/// through it leave ccvm's descriptors open, as the functions above do,
+/// The C library's `syscall`, except that `close`, `close_range` and the
+/// `dup` calls made through it leave ccvm's descriptors alone, as the
+/// functions above do,
 /// and `madvise`, `mprotect` and `munmap` on heap pages are made as this
 /// library's own (see [`crate::vm`]).
 /// (Declared with six arguments: on x86-64 a variadic call passes them in
@@ -227,6 +283,9 @@ pub unsafe extern "C" fn syscall(nr: libc::c_long, a: u64, b: u64, c: u64, d: u6
         libc::SYS_close => return unsafe { close(a as c_int) } as libc::c_long,
         // SAFETY: as `close_range` takes them.
         libc::SYS_close_range => return unsafe { close_range(a as u32, b as u32, c as c_int) } as libc::c_long,
+        libc::SYS_dup | libc::SYS_dup2 | libc::SYS_dup3 => {
+            return dup_call(nr, a as c_int, b as c_int, c as c_int) as libc::c_long;
+        }
         libc::SYS_madvise => {
             // SAFETY: the caller's arguments, as `madvise` takes them.
             return unsafe { crate::vm::madvise(a as *mut c_void, b as size_t, c as c_int) } as libc::c_long;

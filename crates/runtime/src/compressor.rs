@@ -138,7 +138,7 @@ pub(crate) struct Helper {
     /// Entries collected.
     collected: u32,
     /// The write end of the helper's lifeline (in the parent).
-    lifeline: Option<std::os::fd::OwnedFd>,
+    lifeline: Option<crate::fds::Held>,
     /// The helper's private memory as last read, and when.
     private: std::cell::Cell<(Option<std::time::Instant>, u64)>,
 }

@@ -9,31 +9,52 @@
 //! * placed high ([`raise`]: the lowest free number from 1000, or from 64
 //!   below the soft limit of open files when that is lower) and
 //!   close-on-exec, where a program rarely names a number;
-//! * recorded here, so that the guard (and, in thread mode, the preloaded
-//!   library's `close`, `close_range` and `closefrom`) can make a close
-//!   that names one fail with `EBADF`, as if it were not open, and a
-//!   range close skip it ([`is_ours`], [`close_range_around`]).
+//! * held as [`Held`] values that know their descriptor by its slot in a
+//!   record here, not by its number, so that the number can change: a
+//!   `dup2` or `dup3` onto one of them first moves it to another free
+//!   number ([`make_room`]), and the program's call then does what it
+//!   asked;
+//! * hidden from the program's closes: the guard (and, in thread mode, the
+//!   preloaded library's `close`, `close_range`, `closefrom`, `dup2` and
+//!   `dup3`) make a close that names one fail with `EBADF`, as if it were
+//!   not open, and a range close skip it ([`is_ours`],
+//!   [`close_range_around`]).
 //!
 //! # Choices
 //!
 //! * A record is a number with the file's device and inode: a number
 //!   ccvm has closed and the program reused is recognised as the
-//!   program's (its identity differs) and dropped from the record.
-//! * Not done: a `dup2` onto one of ccvm's numbers is made as asked, and
-//!   replaces ccvm's file (moving ccvm's descriptor first needs every user
-//!   of the number to look it up here; the high numbers make it rare).
+//!   program's (its identity differs).
+//! * A move must not race a call that read the old number: every call ccvm
+//!   makes on one of its descriptors reads the number through [`InUse`],
+//!   which counts the calls under way, and [`make_room`] publishes the new
+//!   number and waits until no call that may hold the old one is left
+//!   before the program's call replaces it. Without that, a swap-file
+//!   write already given the old number would land in the program's file.
+//! * When no number from the floor up to the limit of open files is free,
+//!   the move cannot be made and the program's `dup2` fails with `EMFILE`
+//!   (the kernel's answer for a full table) rather than take ccvm's file.
 
+use std::fs::File;
+use std::mem::ManuallyDrop;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 const SLOTS: usize = 16;
 #[allow(clippy::declare_interior_mutable_const)]
 const NONE: AtomicI32 = AtomicI32::new(-1);
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU64 = AtomicU64::new(0);
+/// Each slot's current number (-1: free), the number it was raised to,
+/// and its file's identity.
 static FD: [AtomicI32; SLOTS] = [NONE; SLOTS];
+static FIRST: [AtomicI32; SLOTS] = [NONE; SLOTS];
 static DEV: [AtomicU64; SLOTS] = [ZERO; SLOTS];
 static INO: [AtomicU64; SLOTS] = [ZERO; SLOTS];
+/// Calls under way on one of ccvm's descriptors (see [`InUse`]).
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+/// Taken by one move at a time.
+static MOVING: AtomicBool = AtomicBool::new(false);
 
 /// The lowest number ccvm's descriptors are moved to.
 fn floor() -> i32 {
@@ -57,9 +78,114 @@ fn identity(fd: RawFd) -> Option<(u64, u64)> {
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
 }
 
+/// One of ccvm's descriptors. Its number may change while it is held (a
+/// program's `dup2` onto it moves it, see [`make_room`]), so a call made
+/// on it takes the number from [`Held::in_use`]. Dropping it closes the
+/// descriptor under its current number.
+#[derive(Debug)]
+pub struct Held {
+    /// The record's slot, or the number itself when every slot was taken
+    /// (then it cannot be moved, as before there were slots).
+    slot: Result<usize, RawFd>,
+}
+
+impl Held {
+    /// The current number, for a call under way until the value drops.
+    pub fn in_use(&self) -> InUse {
+        IN_USE.fetch_add(1, SeqCst);
+        InUse(self.raw())
+    }
+
+    /// The current number, for a wait (`poll`) or a report: a move may
+    /// change it at any time, so a loop reads it again on every turn.
+    pub fn raw(&self) -> RawFd {
+        match self.slot {
+            Ok(i) => FD[i].load(SeqCst),
+            Err(fd) => fd,
+        }
+    }
+
+    /// The descriptor as a [`File`], for a call under way until the value
+    /// drops.
+    pub fn file(&self) -> FileInUse {
+        let fd = self.in_use();
+        // SAFETY: an open descriptor of ours; ManuallyDrop never closes it.
+        let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd.0) });
+        FileInUse { file, _fd: fd }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let fd = match self.slot {
+            Ok(i) => {
+                let _one = Mover::take();
+                let fd = FD[i].swap(-1, SeqCst);
+                FIRST[i].store(-1, SeqCst);
+                fd
+            }
+            Err(fd) => fd,
+        };
+        if fd >= 0 {
+            // SAFETY: our descriptor, under its current number.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// A call under way on one of ccvm's descriptors: until it drops, the
+/// number it gives stays the descriptor's.
+#[derive(Debug)]
+pub struct InUse(RawFd);
+
+impl InUse {
+    /// The number.
+    pub fn fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        IN_USE.fetch_sub(1, SeqCst);
+    }
+}
+
+/// A [`Held`] descriptor as a file, for one call.
+#[derive(Debug)]
+pub struct FileInUse {
+    file: ManuallyDrop<File>,
+    _fd: InUse,
+}
+
+impl std::ops::Deref for FileInUse {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+/// One move (or release of a slot) at a time.
+struct Mover;
+
+impl Mover {
+    fn take() -> Mover {
+        while MOVING.swap(true, SeqCst) {
+            std::thread::yield_now();
+        }
+        Mover
+    }
+}
+
+impl Drop for Mover {
+    fn drop(&mut self) {
+        MOVING.store(false, SeqCst);
+    }
+}
+
 /// Moves `fd` to a high number, close-on-exec, and records it as ccvm's.
 /// Where it cannot be moved it is kept where it is, and recorded.
-pub(crate) fn raise(fd: OwnedFd) -> OwnedFd {
+pub(crate) fn raise(fd: OwnedFd) -> Held {
     let raw = fd.into_raw_fd();
     // SAFETY: duplicating a descriptor we own.
     let high = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, floor()) };
@@ -70,20 +196,98 @@ pub(crate) fn raise(fd: OwnedFd) -> OwnedFd {
     } else {
         raw
     };
-    record(kept);
-    // SAFETY: the descriptor kept is ours alone.
-    unsafe { OwnedFd::from_raw_fd(kept) }
+    Held { slot: record(kept) }
 }
 
-fn record(fd: RawFd) {
-    let Some((dev, ino)) = identity(fd) else { return };
+fn record(fd: RawFd) -> Result<usize, RawFd> {
+    let Some((dev, ino)) = identity(fd) else { return Err(fd) };
+    let _one = Mover::take();
     for i in 0..SLOTS {
-        let current = FD[i].load(Relaxed);
-        let stale = current >= 0 && identity(current) != Some((DEV[i].load(Relaxed), INO[i].load(Relaxed)));
-        if (current < 0 || stale || current == fd) && FD[i].compare_exchange(current, fd, Relaxed, Relaxed).is_ok() {
-            DEV[i].store(dev, Relaxed);
-            INO[i].store(ino, Relaxed);
-            return;
+        if FD[i].load(SeqCst) < 0 {
+            DEV[i].store(dev, SeqCst);
+            INO[i].store(ino, SeqCst);
+            FIRST[i].store(fd, SeqCst);
+            FD[i].store(fd, SeqCst);
+            return Ok(i);
+        }
+    }
+    Err(fd)
+}
+
+/// The current number of the descriptor ccvm raised to `first` (for a
+/// thread that was handed the number, not the [`Held`] value).
+pub(crate) fn current(first: RawFd) -> RawFd {
+    (0..SLOTS)
+        .find(|&i| FIRST[i].load(SeqCst) == first && FD[i].load(SeqCst) >= 0)
+        .map_or(first, |i| FD[i].load(SeqCst))
+}
+
+/// Before the program's `dup2` or `dup3` onto `target`: if `target` is one
+/// of ccvm's descriptors, moves it to another free number (from the same
+/// floor as [`raise`]) and waits until no call ccvm made with the old
+/// number is under way. The program's call may then replace `target`.
+///
+/// Returns whether it moved one: the old number then duplicates ccvm's
+/// file until the program's call replaces it.
+///
+/// # Errors
+///
+/// `EMFILE` when no number is free to move it to; the program's call must
+/// then fail with it, leaving ccvm's descriptor where it was.
+pub fn make_room(target: RawFd) -> Result<bool, i32> {
+    if !is_ours(target) {
+        return Ok(false);
+    }
+    let _one = Mover::take();
+    let Some(i) = (0..SLOTS).find(|&i| FD[i].load(SeqCst) == target) else {
+        return Ok(false);
+    };
+    // SAFETY: duplicating our own descriptor.
+    let moved = unsafe { libc::fcntl(target, libc::F_DUPFD_CLOEXEC, floor()) };
+    let moved = if moved >= 0 {
+        moved
+    } else {
+        // SAFETY: as above, anywhere free.
+        unsafe { libc::fcntl(target, libc::F_DUPFD_CLOEXEC, 3) }
+    };
+    if moved < 0 {
+        return Err(libc::EMFILE);
+    }
+    FD[i].store(moved, SeqCst);
+    // A call that read `target` counted itself first; once none is under
+    // way, every later call reads `moved`. A call cannot be left waiting
+    // on this thread (ccvm's calls finish before their handler returns),
+    // so the wait is bounded only against a program that calls `dup2`
+    // from inside ccvm's own handler.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while IN_USE.load(SeqCst) != 0 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    // The old number now only duplicates `moved`; the program's call
+    // replaces it (closing it here first would let another thread's
+    // `open` take the number before the program's call does).
+    Ok(true)
+}
+
+/// A `dup2` or `dup3` onto `target` made through `call` (which makes the
+/// system call and returns the kernel's result), with ccvm's descriptor
+/// moved out of the way first ([`make_room`]). `old` naming one of ccvm's
+/// descriptors fails with `EBADF`, as if it were not open.
+pub fn dup_onto(old: RawFd, target: RawFd, call: &mut dyn FnMut() -> i64) -> i64 {
+    if is_ours(old) {
+        return -(libc::EBADF as i64);
+    }
+    match make_room(target) {
+        Err(e) => -(e as i64),
+        Ok(moved) => {
+            let r = call();
+            if r < 0 && moved {
+                // The call failed and left the old number duplicating
+                // ccvm's file: close it, as the call would have.
+                // SAFETY: a duplicate of ours, no longer recorded.
+                unsafe { libc::close(target) };
+            }
+            r
         }
     }
 }
@@ -93,7 +297,7 @@ pub fn is_ours(fd: RawFd) -> bool {
     if fd < 0 {
         return false;
     }
-    (0..SLOTS).any(|i| FD[i].load(Relaxed) == fd && identity(fd) == Some((DEV[i].load(Relaxed), INO[i].load(Relaxed))))
+    (0..SLOTS).any(|i| FD[i].load(SeqCst) == fd && identity(fd) == Some((DEV[i].load(SeqCst), INO[i].load(SeqCst))))
 }
 
 /// ccvm's descriptors in `[first, last]`, in increasing order, at most
@@ -102,7 +306,7 @@ fn ours_within(first: u32, last: u32) -> ([RawFd; SLOTS], usize) {
     let mut found = [0; SLOTS];
     let mut n = 0;
     for slot in &FD {
-        let fd = slot.load(Relaxed);
+        let fd = slot.load(SeqCst);
         if fd >= 0 && (first..=last).contains(&(fd as u32)) && is_ours(fd) {
             found[n] = fd;
             n += 1;
@@ -142,7 +346,7 @@ mod tests {
     fn a_raised_descriptor_is_high_ours_and_skipped_by_a_range_close() {
         let file = std::fs::File::open("/dev/null").unwrap();
         let fd = raise(OwnedFd::from(file));
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        let raw = fd.raw();
         assert!(raw >= floor(), "{raw}");
         assert!(is_ours(raw));
         // SAFETY: reading a descriptor's flags.
@@ -168,5 +372,38 @@ mod tests {
         if other_raw == raw {
             assert!(!is_ours(raw));
         }
+    }
+
+    #[test]
+    fn a_dup_onto_a_held_descriptor_moves_it_first_and_the_program_gets_its_file() {
+        let null = raise(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()));
+        let before = null.raw();
+        let program = std::fs::File::open("/proc/self/stat").unwrap();
+        let theirs = std::os::fd::AsRawFd::as_raw_fd(&program);
+        // SAFETY: the program's dup2, as the guard makes it.
+        let r = dup_onto(theirs, before, &mut || unsafe { libc::dup2(theirs, before) } as i64);
+        assert_eq!(r, before as i64);
+        let after = null.raw();
+        assert_ne!(after, before, "ccvm's descriptor stayed where the program's landed");
+        assert_eq!(
+            identity(before),
+            identity(theirs),
+            "the program's number is not its file"
+        );
+        assert_ne!(identity(after), identity(theirs));
+        assert!(is_ours(after) && !is_ours(before));
+        // Reads through the held value reach /dev/null at its new number.
+        let mut byte = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut &*null.file(), &mut byte).unwrap(), 0);
+        // A dup of ccvm's own descriptor is refused, as if it were not open.
+        assert_eq!(dup_onto(after, before, &mut || 0), -(libc::EBADF as i64));
+        // SAFETY: the program's duplicate at `before`.
+        unsafe { libc::close(before) };
+        drop(null);
+        assert_eq!(
+            identity(after),
+            None,
+            "dropping the held value closes its current number"
+        );
     }
 }

@@ -1120,8 +1120,17 @@ impl Pager {
 /// readable.
 pub(crate) fn run_events(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd, stop: RawFd) {
     loop {
-        let stopped = crate::uffd::wait_for_fault(uffd_fd, stop, 100)
+        // The numbers as they are now: a program's `dup2` onto one moves
+        // it (see `crate::fds`), and `poll` looks its numbers up again
+        // while it waits, so a wait during a move may have seen the
+        // program's file: then it is waited again.
+        let now = || (crate::fds::current(uffd_fd), crate::fds::current(stop));
+        let numbers = now();
+        let stopped = crate::uffd::wait_for_fault(numbers.0, numbers.1, 100)
             .unwrap_or_else(|e| fatal(format!("poll on userfaultfd: {e}")));
+        if now() != numbers {
+            continue;
+        }
         pager.lock().unwrap_or_else(|e| e.into_inner()).drain_events();
         if stopped {
             break;

@@ -1,7 +1,7 @@
 //! Managed regions: anonymous memory registered with userfaultfd, paged by
 //! a handler thread through the compression cache to a swap file.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,7 @@ pub struct Region {
     pager: Arc<Mutex<Pager>>,
     mode: FaultMode,
     /// Event mode: the handler thread and the eventfd that stops it.
-    handler: Option<(JoinHandle<()>, OwnedFd)>,
+    handler: Option<(JoinHandle<()>, crate::fds::Held)>,
     /// Whether faults are still served (until `stop`).
     live: bool,
     swap_fd: RawFd,
@@ -455,7 +455,7 @@ impl Region {
 
     /// The swap file's descriptor, for diagnostics (tests corrupt it).
     pub fn swap_fd(&self) -> RawFd {
-        self.swap_fd
+        crate::fds::current(self.swap_fd)
     }
 
     /// Stops serving faults; afterwards nothing touches the region.
@@ -467,7 +467,7 @@ impl Region {
             Some((thread, stop)) => {
                 let one = 1u64.to_ne_bytes();
                 // SAFETY: writing 8 bytes to our eventfd.
-                unsafe { libc::write(stop.as_raw_fd(), one.as_ptr().cast(), 8) };
+                unsafe { libc::write(stop.in_use().fd(), one.as_ptr().cast(), 8) };
                 thread.join().expect("the pager thread does not panic");
             }
             None => crate::signal::remove(Arc::as_ptr(&self.pager)),
@@ -589,7 +589,7 @@ pub(crate) fn discard_locked(pager: &Mutex<Pager>, base: usize, pages: std::ops:
     };
 }
 
-fn spawn_handler(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd) -> Result<(JoinHandle<()>, OwnedFd), RuntimeError> {
+fn spawn_handler(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd) -> Result<(JoinHandle<()>, crate::fds::Held), RuntimeError> {
     // SAFETY: eventfd with valid flags; the result is checked.
     let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
     if stop < 0 {
@@ -597,7 +597,7 @@ fn spawn_handler(pager: Arc<Mutex<Pager>>, uffd_fd: RawFd) -> Result<(JoinHandle
     }
     // SAFETY: a descriptor we own from here on.
     let stop = crate::fds::raise(unsafe { OwnedFd::from_raw_fd(stop) });
-    let stop_fd = stop.as_raw_fd();
+    let stop_fd = stop.raw();
     let thread = std::thread::Builder::new()
         .name("ccvm-pager".into())
         .spawn(move || crate::pager::run_events(pager, uffd_fd, stop_fd))

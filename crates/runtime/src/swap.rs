@@ -40,7 +40,7 @@
 //!   same cluster. Clusters free at the fork stay the parent's.
 
 use ccvm_codec::PAGE_SIZE;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -208,7 +208,7 @@ pub struct SwapStats {
 }
 
 pub(crate) struct SwapFile {
-    file: File,
+    file: crate::fds::Held,
     dir: PathBuf,
     align: usize,
     /// Live pages per cluster, with their slots.
@@ -262,14 +262,14 @@ impl SwapFile {
             .open(dir)
             .map_err(create)?;
         // Out of the program's way (see `crate::fds`).
-        let file = File::from(crate::fds::raise(file.into()));
+        let file = crate::fds::raise(file.into());
         let read_buf = AlignedBuf::new(PAGE_SIZE);
         // The smallest direct-I/O size the device takes: try 512.
-        let align = match file.write_at(&read_buf[..512], 0) {
+        let align = match file.file().write_at(&read_buf[..512], 0) {
             Ok(512) => 512,
             _ => PAGE_SIZE,
         };
-        file.write_at(&read_buf[..align], 0).map_err(create)?;
+        file.file().write_at(&read_buf[..align], 0).map_err(create)?;
         Ok(SwapFile {
             file,
             dir: dir.to_owned(),
@@ -298,8 +298,7 @@ impl SwapFile {
 
     /// The file descriptor (for diagnostics and tests).
     pub fn fd(&self) -> i32 {
-        use std::os::fd::AsRawFd;
-        self.file.as_raw_fd()
+        self.file.raw()
     }
 
     fn io_error(&self, op: &'static str, offset: u64, source: io::Error) -> SwapError {
@@ -322,7 +321,7 @@ impl SwapFile {
         }
         let offset = self.current as u64 * CLUSTER as u64;
         let len = self.pending_len;
-        if let Err(e) = self.file.write_all_at(&self.pending[..len], offset) {
+        if let Err(e) = self.file.file().write_all_at(&self.pending[..len], offset) {
             return Err(self.io_error("write", offset, e));
         }
         self.stats.writes += 1;
@@ -411,7 +410,7 @@ impl SwapFile {
             n
         };
         let mut child = SwapFile {
-            file: self.file.try_clone().unwrap(),
+            file: crate::fds::raise(self.file.file().try_clone().unwrap().into()),
             dir: self.dir.clone(),
             align: self.align,
             members: self.members.clone(),
@@ -516,7 +515,7 @@ impl SwapFile {
             .max()
             .unwrap_or(0);
         let at = victim as u64 * CLUSTER as u64;
-        if let Err(e) = self.file.read_exact_at(&mut buf[..extent], at) {
+        if let Err(e) = self.file.file().read_exact_at(&mut buf[..extent], at) {
             return Err(self.io_error("read", at, e));
         }
         self.stats.reads += 1;
@@ -574,7 +573,11 @@ impl SwapFile {
         let (start, end) = (start / align * align, end.next_multiple_of(align).min(CLUSTER as u32));
         let at = cluster as u64 * CLUSTER as u64 + start as u64;
         let started = Instant::now();
-        if let Err(e) = self.file.read_exact_at(&mut self.span[..(end - start) as usize], at) {
+        if let Err(e) = self
+            .file
+            .file()
+            .read_exact_at(&mut self.span[..(end - start) as usize], at)
+        {
             return Err(self.io_error("read", at, e));
         }
         self.stats.reads += 1;
@@ -642,7 +645,7 @@ impl SwapFile {
             self.stats.span_hits += 1;
         } else if from_disk {
             let len = payload.next_multiple_of(self.align);
-            if let Err(e) = self.file.read_exact_at(&mut self.read_buf[..len], at) {
+            if let Err(e) = self.file.file().read_exact_at(&mut self.read_buf[..len], at) {
                 return Err(self.io_error("read", at, e));
             }
             self.stats.reads += 1;
@@ -841,7 +844,7 @@ mod tests {
         }
         let garbage = AlignedBuf::new(CLUSTER);
         for c in 0..swap.members.len() as u64 {
-            swap.file.write_all_at(&garbage, c * CLUSTER as u64).unwrap();
+            swap.file.file().write_all_at(&garbage, c * CLUSTER as u64).unwrap();
         }
         let mut moved = Vec::new();
         let err = swap.clean(&mut moved).unwrap_err();

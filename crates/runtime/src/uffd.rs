@@ -112,7 +112,7 @@ pub struct Fault {
 
 /// A userfaultfd descriptor, non-blocking.
 pub struct Uffd {
-    fd: OwnedFd,
+    fd: crate::fds::Held,
     /// Faults raise SIGBUS in the faulting thread: nobody sleeps in the
     /// kernel, so mapping a page need not wake anyone.
     sigbus: bool,
@@ -276,7 +276,7 @@ impl Uffd {
             ioctls: 0,
         };
         // SAFETY: UFFDIO_REGISTER with a valid struct.
-        unsafe { ioctl_register(self.raw(), &mut r) }.map(drop)
+        unsafe { ioctl_register(self.fd.in_use().fd(), &mut r) }.map(drop)
     }
 
     /// Moves the pages mapped at `[src, src + len)` to `[dst, dst + len)`,
@@ -306,16 +306,17 @@ impl Uffd {
             moved: 0,
         };
         // SAFETY: UFFDIO_MOVE with a valid struct; the kernel checks both ranges.
-        match unsafe { ioctl_move(self.raw(), &mut m) } {
+        match unsafe { ioctl_move(self.fd.in_use().fd(), &mut m) } {
             Ok(_) => Ok(()),
             Err(_) if mapped(dst, len) == Some(true) && mapped(src, len) == Some(false) => Ok(()),
             Err(e) => Err(e),
         }
     }
 
-    /// The descriptor, for poll(2).
+    /// The descriptor's current number, for poll(2) (it changes when a
+    /// program's `dup2` lands on it: see `crate::fds`).
     pub fn raw(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.fd.raw()
     }
 
     /// Registers `[start, start + len)` for missing-page and write-protect
@@ -330,7 +331,7 @@ impl Uffd {
             ioctls: 0,
         };
         // SAFETY: UFFDIO_REGISTER with a valid struct.
-        let ok = unsafe { ioctl_register(self.raw(), &mut r) }.is_ok();
+        let ok = unsafe { ioctl_register(self.fd.in_use().fd(), &mut r) }.is_ok();
         ok && r.ioctls & NEEDED_IOCTLS == NEEDED_IOCTLS
     }
 
@@ -350,7 +351,7 @@ impl Uffd {
         };
         // SAFETY: `src` is valid for `len` bytes (the caller's promise) and
         // the kernel checks that `dst` is registered.
-        unsafe { ioctl_copy(self.raw(), &mut c) }.map(drop)
+        unsafe { ioctl_copy(self.fd.in_use().fd(), &mut c) }.map(drop)
     }
 
     /// Maps the zero page at `dst` and wakes its waiters.
@@ -364,7 +365,7 @@ impl Uffd {
             zeropage: 0,
         };
         // SAFETY: UFFDIO_ZEROPAGE with a valid struct; the kernel checks the range.
-        unsafe { ioctl_zeropage(self.raw(), &mut z) }.map(drop)
+        unsafe { ioctl_zeropage(self.fd.in_use().fd(), &mut z) }.map(drop)
     }
 
     fn mode(&self) -> u64 {
@@ -385,7 +386,7 @@ impl Uffd {
             len: len as u64,
         };
         // SAFETY: UFFDIO_WAKE with a valid struct.
-        unsafe { ioctl_wake(self.raw(), &mut r) }.map(drop)
+        unsafe { ioctl_wake(self.fd.in_use().fd(), &mut r) }.map(drop)
     }
 
     /// Write-protects the range, without waking anyone.
@@ -408,7 +409,7 @@ impl Uffd {
             mode,
         };
         // SAFETY: UFFDIO_WRITEPROTECT with a valid struct.
-        unsafe { ioctl_writeprotect(self.raw(), &mut w) }.map(drop)
+        unsafe { ioctl_writeprotect(self.fd.in_use().fd(), &mut w) }.map(drop)
     }
 
     /// The next page fault, or `None` when none is pending. Other events
@@ -417,7 +418,7 @@ impl Uffd {
         loop {
             let mut msg = [0u8; 32];
             // SAFETY: reading one 32-byte uffd_msg into our buffer.
-            let n = unsafe { libc::read(self.raw(), msg.as_mut_ptr().cast(), msg.len()) };
+            let n = unsafe { libc::read(self.fd.in_use().fd(), msg.as_mut_ptr().cast(), msg.len()) };
             if n < 0 {
                 return match Errno::last() {
                     Errno::EAGAIN => Ok(None),

@@ -33,7 +33,7 @@
 //!   (`UFFDIO_MOVE`): the runtime asks for it only then, and never maps
 //!   reads of untouched pages as a protected zero page.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 
 use ccvm_codec::PAGE_SIZE;
 use nix::errno::Errno;
@@ -78,7 +78,7 @@ nix::ioctl_readwrite!(ioctl_pagemap_scan, b'f', 16, ScanArg);
 
 /// The write bits of one region's pages (see the module docs).
 pub(crate) struct WriteScan {
-    pagemap: OwnedFd,
+    pagemap: crate::fds::Held,
     regions: Vec<PageRegion>,
     /// Pages brought in since the last scan, as a bit set and a list (to
     /// clear the set): their fault, not a later write, marked them.
@@ -168,7 +168,7 @@ impl WriteScan {
             };
             // SAFETY: PAGEMAP_SCAN on our page map with a valid argument
             // whose output vector holds `vec_len` regions.
-            let n = unsafe { ioctl_pagemap_scan(self.pagemap.as_raw_fd(), &mut arg) }? as usize;
+            let n = unsafe { ioctl_pagemap_scan(self.pagemap.in_use().fd(), &mut arg) }? as usize;
             for r in &self.regions[..n.min(REGIONS)] {
                 let first = (r.start as usize - base) / PAGE_SIZE;
                 let last = (r.end as usize - base) / PAGE_SIZE;

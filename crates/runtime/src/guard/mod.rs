@@ -739,7 +739,12 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
         }
         // ccvm's own descriptors are not the program's to close (see
         // `crate::fds`).
-        libc::SYS_close if crate::fds::is_ours(args[0] as i32) => -(libc::EBADF as i64),
+        libc::SYS_close | libc::SYS_dup if crate::fds::is_ours(args[0] as i32) => -(libc::EBADF as i64),
+        // A dup onto one of them moves it first.
+        libc::SYS_dup2 | libc::SYS_dup3 => crate::fds::dup_onto(args[0] as i32, args[1] as i32, &mut || {
+            // SAFETY: the program's own call, as asked.
+            unsafe { raw::syscall(nr, args) }
+        }),
         libc::SYS_close_range => {
             crate::fds::close_range_around(args[0] as u32, args[1] as u32, args[2] as u32, &mut |a, b, f| {
                 // SAFETY: closing the program's own descriptors, as asked.
