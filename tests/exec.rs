@@ -149,6 +149,7 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
     );
     let r = report(&path);
     let processes = r["processes"].as_array().unwrap();
+    // The grandchildren end with `_exit`, and report all the same.
     assert_eq!(processes.len(), 5, "the parent, two children, two grandchildren: {r}");
     for p in processes {
         let stats = &p["stats"];

@@ -9,7 +9,8 @@
  * children run). Each child checks the whole heap against the generation
  * of its fork, in random order, writes a generation of its own over half
  * of it, allocates and fills as much again, forks a grandchild that checks
- * both, and checks both itself. Prints one line per child and "ok" or
+ * both (and ends with _exit, which skips the C library's destructors), and
+ * checks both itself. Prints one line per child and "ok" or
  * "BAD"; exits 0 only if every check passed. */
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +61,7 @@ static int child(uint64_t *heap, size_t pages, unsigned gen, unsigned id) {
     pid_t g = fork();
     if (g == 0) {
         size_t b = check(heap, pages, pages / 2, own, gen, id + 7) + check(more, pages / 2, pages / 2, own + 1, 0, id + 8);
-        exit(b ? 1 : 0);
+        _exit(b ? 1 : 0); /* as forked workers end (CPython's os._exit) */
     }
     fill(more, pages / 2, 0, own + 2); /* the grandchild must not see this */
     int status = 0;

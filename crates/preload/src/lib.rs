@@ -59,7 +59,7 @@ pub mod mappings;
 pub mod vm;
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::MutexGuard;
 
 use ccvm_runtime::{guard, ChildPaging, ExecReport, ExecSettings, FaultMode, ForkGuard, Region};
@@ -175,11 +175,50 @@ extern "C" fn start() {
     if unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) } != 0 {
         refuse("pthread_atfork failed");
     }
+    OWNER.store(std::process::id(), Ordering::Release);
     STATE.store(PAGED, Ordering::Release);
 }
 
+/// The process whose heap the region is: a `vfork` child shares the
+/// parent's memory, and with it this value, so it never reports as the
+/// parent.
+static OWNER: AtomicU32 = AtomicU32::new(0);
+/// Whether this process wrote its report.
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// `_exit`, with this process's report written first. A forked worker that
+/// ends with `_exit` (CPython's `os._exit`, which `multiprocessing`'s
+/// workers call) skips the destructors that would write it, and its paging
+/// went unreported.
+///
+/// # Safety
+///
+/// The C library's contract for `_exit`.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: libc::c_int) -> ! {
+    end();
+    loop {
+        // SAFETY: ends the process, as `_exit` does.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
+}
+
+/// `_Exit`, as [`_exit`].
+///
+/// # Safety
+///
+/// The C library's contract for `_Exit`.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: libc::c_int) -> ! {
+    // SAFETY: as the caller's.
+    unsafe { _exit(status) }
+}
+
 extern "C" fn end() {
-    if STATE.load(Ordering::Acquire) != PAGED {
+    if STATE.load(Ordering::Acquire) != PAGED
+        || OWNER.load(Ordering::Acquire) != std::process::id()
+        || REPORTED.swap(true, Ordering::AcqRel)
+    {
         return;
     }
     // SAFETY: set once, to leaked settings.
@@ -288,6 +327,7 @@ extern "C" fn after_fork_child() {
     let Some(held) = (unsafe { (*HELD.0.get()).take() }) else {
         return;
     };
+    OWNER.store(std::process::id(), Ordering::Release);
     if held.pager.child() != ChildPaging::Paged {
         guard::detach();
         STATE.store(DETACHED, Ordering::Release);
