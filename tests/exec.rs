@@ -547,3 +547,42 @@ fn a_jvm_builds_a_hash_map_with_its_heap_paged() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A pre-fork server in CPython (`docs/programs/prefork.py`: a table
+/// loaded, a listening socket, four workers forked that answer lookups and
+/// end with `os._exit`): every answer as unpaged, and every process of the
+/// tree paged and reported.
+#[test]
+fn a_pre_fork_servers_workers_are_paged_and_answer_as_unpaged() {
+    let Some(python) = installed("python3") else {
+        eprintln!("python3 is not installed");
+        return;
+    };
+    let dir = scratch_dir("prefork");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/programs/prefork.py");
+    let command = [python.as_str(), script, "10000", "3000"];
+    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let path = dir.join("r.json");
+    let out = ccvm_exec(&["--ram", "12M"], &command, &path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "the answers differ from the unpaged run's"
+    );
+    let r = report(&path);
+    let processes: Vec<_> = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["command"][1].as_str() == Some(script))
+        .collect();
+    assert_eq!(processes.len(), 5, "the server and its four workers: {r}");
+    for p in processes {
+        let stats = &p["stats"];
+        let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
+        assert!(back > 100, "process {} was hardly paged: {stats}", p["pid"]);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
