@@ -189,13 +189,10 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
         writeln!(
             out,
             "shared budget          {} processes at most shared --ram; the tree charged {} MiB at most \
-             (pages shared since a fork counted once); this process was allowed {} MiB at least; \
-             {} pages shared at most, {} first writes to them",
+             (a page two processes map counts in each); this process was allowed {} MiB at least",
             s.tree_processes,
             mib(s.tree_peak_bytes),
-            mib(s.allowance_least_bytes),
-            s.shared_pages_most,
-            s.shared_writes
+            mib(s.allowance_least_bytes)
         )?;
     }
     if s.faults_zero_read > 0 {

@@ -155,9 +155,6 @@ pub(crate) struct Pager {
     tree_countdown: u32,
     /// Whether this process runs the tree's thread (see `share`).
     trimming: bool,
-    /// Resident pages shared with other processes since a fork (see
-    /// `share`).
-    shared: share::SharedPages,
     stats: RuntimeStats,
     timers: Timers,
 }
@@ -254,7 +251,6 @@ impl Pager {
             tree: None,
             tree_countdown: 0,
             trimming: false,
-            shared: share::SharedPages::default(),
             stats,
             timers: Timers::new(),
         }
@@ -512,15 +508,6 @@ impl Pager {
     }
 
     fn serve(&mut self, page: usize, write: bool) {
-        if self.shared.take(page) && write && matches!(self.state[page], PageState::Uncompressed) {
-            // The first write to a page shared since a fork: the kernel
-            // copies it once the protection is lifted (see `share`).
-            self.stats.shared_writes += 1;
-            if let Err(e) = self.parts.uffd.write_unprotect(self.addr(page), PAGE_SIZE) {
-                fatal(format!("userfaultfd write-unprotect: {e}"));
-            }
-            return;
-        }
         let started = Instant::now();
         self.pinned_streak = 0;
         // Pages the helper finished, and the spills their sizes call for,
@@ -808,8 +795,6 @@ impl Pager {
         let parked = frames.park(&self.parts.uffd, page, addr).is_ok();
         if parked {
             self.state[page] = PageState::Trapped;
-            // Moved, so no other process mapped it.
-            self.shared.take(page);
         }
         parked
     }
@@ -921,7 +906,6 @@ impl Pager {
     /// Resident page `page` has left memory.
     fn evicted_one(&mut self, page: usize) {
         self.resident -= 1;
-        self.shared.take(page);
         if let Some(traps) = &mut self.traps {
             traps.evicted(page as u64);
         }

@@ -136,17 +136,9 @@ pub struct RuntimeStats {
     #[serde(default)]
     pub tree_processes: u64,
     /// Most the whole tree was charged at once, as its members read it,
-    /// bytes (pages forks shared counted as the `tree` module says).
+    /// bytes (pages two processes map are counted in each).
     #[serde(default)]
     pub tree_peak_bytes: u64,
-    /// Writes to pages shared with another process of the tree since a
-    /// fork: each was write-protected at the fork and faulted once, so
-    /// that the copy the kernel makes is charged (see `pager::share`).
-    #[serde(default)]
-    pub shared_writes: u64,
-    /// Most resident pages shared at once since a fork.
-    #[serde(default)]
-    pub shared_pages_most: u64,
     /// Least this process was allowed to hold of the shared budget, bytes
     /// (0 for a lone process, which holds the whole budget).
     #[serde(default)]

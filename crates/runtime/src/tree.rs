@@ -20,18 +20,10 @@
 //!   every [`PERIOD`] and gives back what it holds over its allowance.
 //!   Busy processes also re-read it every [`FAULTS_BETWEEN`] faults.
 //! * A page two processes map after a fork is one page of memory until
-//!   either writes it. Each member publishes, besides its charge, the part
-//!   of it in pages it may share with others (resident since a fork and
-//!   not written since, see `pager::share`), and the table keeps a bound
-//!   on how many distinct pages forks have shared: at each fork the
-//!   parent adds the resident pages it had to itself. The shared pages of
-//!   all members are at most that many frames and at most their sum, so
-//!   the tree's memory is at most the sum of the members' unshared
-//!   charges plus the smaller of the two; each member's shared part is
-//!   scaled down by the same factor to make it so ([`Tree::allowance`]).
-//!   The bound never shrinks (the pager cannot see when the last process
-//!   that maps a page drops it), so a tree that forks again and again
-//!   drifts back to counting a shared page in each process.
+//!   either writes it, but each counts it: the tree is held to the budget
+//!   as counted, which can only be more than the kernel counts. (The
+//!   kernel charges a shared page once, and the pager cannot see a
+//!   copy-on-write break, since the page stays resident in both.)
 //! * A process that ends without leaving (`_exit`, a kill) keeps its slot
 //!   until a member finds its pid gone; a zombie keeps it until reaped.
 //!   Between two reads of the table, processes that grow together may
@@ -49,7 +41,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Processes the table has room for (one 4 KiB page).
-pub(crate) const SLOTS: usize = 168;
+pub(crate) const SLOTS: usize = 254;
 
 /// How often a member of a tree re-reads the table in its own thread.
 pub(crate) const PERIOD: Duration = Duration::from_millis(20);
@@ -71,8 +63,6 @@ struct Slot {
     /// taken (see [`Tree::reap`]).
     held_at: AtomicU32,
     charge: AtomicU64,
-    /// The part of the charge in pages the process may share.
-    shared: AtomicU64,
 }
 
 #[repr(C)]
@@ -83,8 +73,7 @@ struct Table {
     most: AtomicU64,
     /// The budget, bytes.
     budget: AtomicU64,
-    /// Bytes of distinct pages forks have shared, at most.
-    shared_bound: AtomicU64,
+    _reserved: AtomicU64,
     slots: [Slot; SLOTS],
 }
 
@@ -104,16 +93,6 @@ pub(crate) struct Tree {
 
 // SAFETY: the table is shared memory of atomics only.
 unsafe impl Send for Tree {}
-
-/// What the members hold, as [`Tree::allowance`] counts it.
-struct Members {
-    /// Live members, this one included.
-    n: u64,
-    /// The others' charges, their shared parts scaled down.
-    others: u64,
-    /// How much of this process's own shared part is not counted.
-    discount: u64,
-}
 
 /// What a process may hold now, and how it was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,19 +161,18 @@ impl Tree {
                     .is_ok()
             {
                 s.charge.store(0, Ordering::Release);
-                s.shared.store(0, Ordering::Release);
                 self.slot = Some(i);
                 break;
             }
         }
-        let n = self.members(0).n;
+        let n = self.members().0;
         self.table().most.fetch_max(n, Ordering::Relaxed);
     }
 
     /// Before a fork: holds a slot for the child, charged `charge` (what
     /// it inherits), so that the parent's share after the fork already
     /// counts the child.
-    pub fn hold_for_child(&mut self, charge: u64, shared: u64) {
+    pub fn hold_for_child(&mut self, charge: u64) {
         self.for_child = None;
         let marker = -self.pid;
         for (i, s) in self.table().slots.iter().enumerate() {
@@ -204,7 +182,6 @@ impl Tree {
             {
                 s.held_at.store(self.reaps, Ordering::Relaxed);
                 s.charge.store(charge, Ordering::Release);
-                s.shared.store(shared, Ordering::Release);
                 self.for_child = Some(i);
                 return;
             }
@@ -234,46 +211,22 @@ impl Tree {
         self.for_child = None;
     }
 
-    /// Before a fork: `bytes` of resident pages the parent had to itself
-    /// are now shared with the child.
-    pub fn add_shared(&self, bytes: u64) {
-        self.table().shared_bound.fetch_add(bytes, Ordering::AcqRel);
-    }
-
-    /// The live members, and the charges as counted: each shared part
-    /// scaled by the bound over the sum of shared parts, when that is
-    /// less than one (see the module docs).
-    fn members(&self, own_shared: u64) -> Members {
-        let (mut n, mut charges, mut shared) = (0, 0u64, 0u64);
+    /// Live members and the sum of the others' charges.
+    fn members(&self) -> (u64, u64) {
+        let (mut n, mut others) = (0, 0);
         for (i, s) in self.table().slots.iter().enumerate() {
             if s.pid.load(Ordering::Acquire) == 0 {
                 continue;
             }
             n += 1;
-            let c = s.charge.load(Ordering::Acquire);
-            let sh = s.shared.load(Ordering::Acquire).min(c);
-            shared += sh;
             if Some(i) != self.slot {
-                charges += c;
+                others += s.charge.load(Ordering::Acquire);
             }
         }
         if self.slot.is_none() {
             n += 1;
-            shared += own_shared;
         }
-        let bound = self.table().shared_bound.load(Ordering::Acquire);
-        // Not counted of a shared part `sh`: sh * (1 - bound / shared).
-        let uncounted = |sh: u64| match shared {
-            0 => 0,
-            total if bound >= total => 0,
-            total => (sh as u128 * (total - bound) as u128 / total as u128) as u64,
-        };
-        let others_uncounted = uncounted(shared.saturating_sub(own_shared));
-        Members {
-            n,
-            others: charges.saturating_sub(others_uncounted),
-            discount: uncounted(own_shared),
-        }
+        (n, others)
     }
 
     /// Frees the slots of processes that are gone, and those this process
@@ -295,23 +248,20 @@ impl Tree {
         }
     }
 
-    /// Publishes this process's `charge` (bytes), of which `shared` is in
-    /// pages it may share with other members, and returns what it may
-    /// hold, counted as its charge is (see the module docs).
-    pub fn allowance(&self, charge: u64, shared: u64) -> Allowance {
-        let shared = shared.min(charge);
+    /// Publishes this process's `charge` (bytes) and returns what it may
+    /// hold (see the module docs).
+    pub fn allowance(&self, charge: u64) -> Allowance {
         if let Some(i) = self.slot {
             self.table().slots[i].charge.store(charge, Ordering::Release);
-            self.table().slots[i].shared.store(shared, Ordering::Release);
         }
-        let m = self.members(shared);
+        let (n, others) = self.members();
         let t = self.table();
-        t.peak.fetch_max(charge - m.discount + m.others, Ordering::Relaxed);
-        t.most.fetch_max(m.n, Ordering::Relaxed);
-        let processes = if self.slot.is_none() { SLOTS as u64 } else { m.n };
+        t.peak.fetch_max(charge + others, Ordering::Relaxed);
+        t.most.fetch_max(n, Ordering::Relaxed);
+        let processes = if self.slot.is_none() { SLOTS as u64 } else { n };
         Allowance {
-            bytes: divide(self.budget(), processes, m.others) + m.discount,
-            processes: m.n,
+            bytes: divide(self.budget(), processes, others),
+            processes: n,
         }
     }
 
@@ -331,7 +281,6 @@ impl Tree {
         if let Some(i) = self.slot.take() {
             let s = &self.table().slots[i];
             s.charge.store(0, Ordering::Release);
-            s.shared.store(0, Ordering::Release);
             let _ = s.pid.compare_exchange(self.pid, 0, Ordering::AcqRel, Ordering::Acquire);
         }
     }
@@ -351,7 +300,7 @@ mod tests {
     fn a_lone_process_keeps_the_whole_budget() {
         assert_eq!(divide(100, 1, 0), 100);
         let tree = Tree::new(100 << 20).unwrap();
-        let a = tree.allowance(150 << 20, 0);
+        let a = tree.allowance(150 << 20);
         assert_eq!(
             a,
             Allowance {
@@ -380,11 +329,11 @@ mod tests {
     #[test]
     fn a_forked_child_takes_a_slot_of_its_own_and_leaves_it_at_exit() {
         let mut tree = Tree::new(64 << 20).unwrap();
-        tree.allowance(48 << 20, 0);
-        tree.hold_for_child(48 << 20, 0);
+        tree.allowance(48 << 20);
+        tree.hold_for_child(48 << 20);
         // Counted before the fork: the parent's share already halves.
         assert_eq!(
-            tree.allowance(48 << 20, 0),
+            tree.allowance(48 << 20),
             Allowance {
                 bytes: 32 << 20,
                 processes: 2
@@ -394,7 +343,7 @@ mod tests {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             tree.join_after_fork();
-            let a = tree.allowance(40 << 20, 0);
+            let a = tree.allowance(40 << 20);
             // The parent holds 48 MiB: the child gets its equal share.
             let code = if a
                 == (Allowance {
@@ -415,7 +364,7 @@ mod tests {
         assert_eq!(libc::WEXITSTATUS(status), 0, "the child's allowance");
         // The child is gone: its charge no longer counts once reaped.
         tree.reap();
-        assert_eq!(tree.allowance(48 << 20, 0).bytes, 64 << 20);
+        assert_eq!(tree.allowance(48 << 20).bytes, 64 << 20);
         assert_eq!(tree.peaks(), (96 << 20, 2));
         tree.leave();
     }
@@ -423,14 +372,14 @@ mod tests {
     #[test]
     fn a_slot_held_for_a_child_that_never_came_is_given_up() {
         let mut tree = Tree::new(64 << 20).unwrap();
-        tree.hold_for_child(48 << 20, 0);
+        tree.hold_for_child(48 << 20);
         tree.forked();
-        assert_eq!(tree.allowance(16 << 20, 0).processes, 2);
+        assert_eq!(tree.allowance(16 << 20).processes, 2);
         tree.reap();
-        assert_eq!(tree.allowance(16 << 20, 0).processes, 2);
+        assert_eq!(tree.allowance(16 << 20).processes, 2);
         tree.reap();
         assert_eq!(
-            tree.allowance(16 << 20, 0),
+            tree.allowance(16 << 20),
             Allowance {
                 bytes: 64 << 20,
                 processes: 1

@@ -232,11 +232,6 @@ impl Uffd {
         })
     }
 
-    /// Whether faults raise SIGBUS in the faulting thread.
-    pub fn sigbus(&self) -> bool {
-        self.sigbus
-    }
-
     /// Whether write protection is asynchronous: a write lifts it without
     /// a fault, and protecting a page only starts watching it for writes.
     pub fn writes_async(&self) -> bool {

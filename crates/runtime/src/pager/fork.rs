@@ -168,10 +168,7 @@ impl Pager {
                 fatal(format!("protecting zero pages in the forked child: {e}"));
             }
         }
-        self.protect_shared_in_child();
-        let shared_pages_most = self.stats.shared_pages_most;
         self.stats = RuntimeStats {
-            shared_pages_most,
             uncompressed_pages: self.parts.policy.uncompressed_limit(),
             cache_budget: self.parts.policy.cache_limit(),
             ..RuntimeStats::default()

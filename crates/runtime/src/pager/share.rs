@@ -22,7 +22,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Weak};
 
-use super::{PageState, Pager};
+use super::Pager;
 use crate::tree::{Tree, FAULTS_BETWEEN, PERIOD};
 use ccvm_codec::PAGE_SIZE;
 
@@ -44,11 +44,6 @@ impl Pager {
         self.resident as u64 * PAGE_SIZE as u64 + self.parts.store.memory_used() + self.overhead.bytes
     }
 
-    /// The part of [`Pager::charge`] in pages shared since a fork, bytes.
-    fn shared_bytes(&self) -> u64 {
-        self.shared.count as u64 * PAGE_SIZE as u64
-    }
-
     /// Publishes the charge and reads the allowance: now, or when
     /// [`FAULTS_BETWEEN`] faults have passed.
     pub(super) fn consult_tree(&mut self, now: bool) {
@@ -62,7 +57,7 @@ impl Pager {
         self.tree_countdown = FAULTS_BETWEEN;
         let charge = self.charge();
         let tree = self.tree.as_ref().expect("checked");
-        let a = tree.allowance(charge, self.shared_bytes());
+        let a = tree.allowance(charge);
         let floor = self.overhead.bytes + self.parts.reserve + crate::tree::PROCESS_FLOOR;
         self.allowance = a.bytes.max(floor).min(self.parts.ram_bytes);
         if a.processes > 1 {
@@ -81,83 +76,10 @@ impl Pager {
     /// Before a fork: holds a slot in the tree for the child, charged what
     /// it will inherit.
     pub(crate) fn hold_for_child(&mut self) {
-        if self.tree.is_none() {
-            return;
+        let charge = self.charge();
+        if let Some(tree) = &mut self.tree {
+            tree.hold_for_child(charge);
         }
-        let newly = self.share_resident_pages();
-        let (charge, shared) = (self.charge(), self.shared_bytes());
-        let tree = self.tree.as_mut().expect("checked");
-        tree.add_shared(newly as u64 * PAGE_SIZE as u64);
-        tree.hold_for_child(charge, shared);
-    }
-
-    /// Before a fork: write-protects every resident page the program may
-    /// write, so that after the fork the first write to each, which makes
-    /// the kernel copy it, faults once and is seen; marks them shared.
-    /// Returns how many were not shared already. Only where a child is
-    /// paged (SIGBUS faults, no write scans, no trace): elsewhere a write
-    /// protection fault is not served as one, and shared pages count in
-    /// full in each process.
-    fn share_resident_pages(&mut self) -> usize {
-        if !self.child_can_be_paged(self.parts.uffd.sigbus()) {
-            return 0;
-        }
-        let pages = self.state.len();
-        let before = self.shared.count;
-        let shareable = |p: &Pager, page: usize| {
-            matches!(p.state[page], PageState::Uncompressed)
-                && p.protections.of(page) == libc::PROT_READ | libc::PROT_WRITE
-        };
-        let mut page = 0;
-        while page < pages {
-            if !shareable(self, page) {
-                page += 1;
-                continue;
-            }
-            let first = page;
-            while page < pages && shareable(self, page) {
-                page += 1;
-            }
-            if self
-                .parts
-                .uffd
-                .write_protect(self.addr(first), (page - first) * PAGE_SIZE)
-                .is_ok()
-            {
-                (first..page).for_each(|p| self.shared.set(p, pages));
-            }
-        }
-        self.stats.shared_pages_most = self.stats.shared_pages_most.max(self.shared.count as u64);
-        self.shared.count - before
-    }
-
-    /// In a forked child, once its userfaultfd is registered: protects
-    /// again the pages shared at the fork (the kernel drops a protection
-    /// with the registration); a run it cannot protect counts in full.
-    pub(super) fn protect_shared_in_child(&mut self) {
-        let pages = self.state.len().min(self.shared.bits.len() * 64);
-        let mut page = 0;
-        while page < pages {
-            if !self.shared.contains(page) {
-                page += 1;
-                continue;
-            }
-            let first = page;
-            while page < pages && self.shared.contains(page) {
-                page += 1;
-            }
-            if self
-                .parts
-                .uffd
-                .write_protect(self.addr(first), (page - first) * PAGE_SIZE)
-                .is_err()
-            {
-                (first..page).for_each(|p| {
-                    self.shared.take(p);
-                });
-            }
-        }
-        self.stats.shared_pages_most = self.shared.count as u64;
     }
 
     /// The tree's thread: frees the slots of processes gone, re-reads the
@@ -300,46 +222,5 @@ fn trim(pager: Weak<Mutex<Pager>>) {
         if !p.rebalance() {
             return;
         }
-    }
-}
-
-/// Resident pages this process may share with others of its tree: mapped
-/// before a fork, write-protected then, and not written since (the first
-/// write faults, and the kernel then copies the page). A page leaves the
-/// set when it is written, evicted or trapped.
-#[derive(Default)]
-pub(super) struct SharedPages {
-    bits: Vec<u64>,
-    /// Pages in the set.
-    pub count: usize,
-}
-
-impl SharedPages {
-    /// Adds `page` (of a region of `pages`).
-    fn set(&mut self, page: usize, pages: usize) {
-        if self.bits.is_empty() {
-            self.bits = vec![0; pages.div_ceil(64)];
-        }
-        let (w, b) = (page / 64, 1u64 << (page % 64));
-        if self.bits[w] & b == 0 {
-            self.bits[w] |= b;
-            self.count += 1;
-        }
-    }
-
-    fn contains(&self, page: usize) -> bool {
-        self.bits.get(page / 64).is_some_and(|w| w & (1 << (page % 64)) != 0)
-    }
-
-    /// Removes `page`; whether it was in the set.
-    pub fn take(&mut self, page: usize) -> bool {
-        let Some(w) = self.bits.get_mut(page / 64) else {
-            return false;
-        };
-        let b = 1u64 << (page % 64);
-        let was = *w & b != 0;
-        *w &= !b;
-        self.count -= was as usize;
-        was
     }
 }
