@@ -113,10 +113,11 @@ fn a_c_program_with_threads_fork_exec_and_mappings_prints_the_same_when_paged() 
         .iter()
         .map(|p| p["command"][1].as_str().unwrap_or_default().to_string())
         .collect();
+    // The forked child ends with `_exit`, and reports too.
     assert_eq!(
         commands,
-        ["16", "exec-child"],
-        "one report each from the program and the program it exec'd"
+        ["16", "16", "exec-child"],
+        "one report each from the program, its forked child and the program it exec'd"
     );
     // Its 64 MiB reservation was paged (committed with mprotect), and its
     // 1 MiB of shared memory was left to the kernel; the report says so.
