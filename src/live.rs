@@ -58,14 +58,6 @@ pub struct RunReport {
     pub stats: RuntimeStats,
 }
 
-/// Runs the workload in plain memory: (checksum, wall time).
-pub fn plain(workload: &Workload, size: u64, seed: u64) -> (u64, Duration) {
-    let mut memory = vec![0u8; size as usize];
-    let t = Instant::now();
-    let sum = (workload.run)(&mut memory, seed);
-    (sum, t.elapsed())
-}
-
 /// Refuses a workload size that the paged run and its plain reference run
 /// cannot both take: below the workloads' minimum, not whole pages, or
 /// more than the memory free for the plain run.
@@ -92,7 +84,7 @@ pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
     let activity = crate::progress::activity(format!("{}: the reference run in plain memory", opts.workload.name));
     let (want, plain_time) = match opts.reference {
         Some(sum) => (sum, Duration::ZERO),
-        None => plain(&opts.workload, opts.size, opts.seed),
+        None => opts.workload.run_plain(opts.size, opts.seed),
     };
     activity.set(format!(
         "{}: the paged run (plain memory took {:.1} s)",
@@ -279,7 +271,7 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
 pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str, out: PathBuf) -> anyhow::Result<()> {
     check_size(size)?;
     let activity = crate::progress::activity(format!("{}: the reference run in plain memory", workload.name));
-    let (want, plain_time) = plain(&workload, size, seed);
+    let (want, plain_time) = workload.run_plain(size, seed);
     activity.set(format!("{}: tracing into {}", workload.name, out.display()));
     let watch = crate::progress::DiskWatch::new(&out);
     // The cache holds every page that leaves the window, so nothing is

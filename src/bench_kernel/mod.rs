@@ -141,7 +141,7 @@ pub struct PlainRun {
 /// a [`PlainRun`] as JSON.
 pub fn plain_child(workload: &str, size: u64, seed: u64) -> anyhow::Result<()> {
     let w = ccvm_workload::by_name(workload).map_err(anyhow::Error::msg)?;
-    let (checksum, wall) = crate::live::plain(&w, size, seed);
+    let (checksum, wall) = w.run_plain(size, seed);
     // SAFETY: getrusage with a valid out-pointer.
     let usage = unsafe {
         let mut u: libc::rusage = std::mem::zeroed();

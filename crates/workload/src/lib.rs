@@ -40,6 +40,29 @@ pub struct Workload {
     pub run: fn(memory: &mut [u8], seed: u64) -> u64,
 }
 
+impl Workload {
+    /// Runs the workload in `size` bytes of plain memory (a vector, never
+    /// paged): the reference checksum a paged run must match, and the
+    /// time it took.
+    ///
+    /// # Panics
+    ///
+    /// If `size` is below [`MIN_BYTES`] (the workload's own check), or the
+    /// vector cannot be allocated.
+    ///
+    /// ```
+    /// let w = ccvm_workload::by_name("hashindex").unwrap();
+    /// let (sum, _) = w.run_plain(1 << 20, 7);
+    /// assert_eq!(sum, w.run_plain(1 << 20, 7).0);
+    /// ```
+    pub fn run_plain(&self, size: u64, seed: u64) -> (u64, std::time::Duration) {
+        let mut memory = vec![0u8; size as usize];
+        let t = std::time::Instant::now();
+        let sum = (self.run)(&mut memory, seed);
+        (sum, t.elapsed())
+    }
+}
+
 /// The least memory a workload runs in.
 pub const MIN_BYTES: usize = 1 << 20;
 
