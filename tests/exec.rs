@@ -561,11 +561,11 @@ fn a_pre_fork_servers_workers_are_paged_and_answer_as_unpaged() {
     };
     let dir = scratch_dir("prefork");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/programs/prefork.py");
-    let command = [python.as_str(), script, "10000", "3000"];
+    let command = [python.as_str(), script, "6000", "1000"];
     let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
     assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
     let path = dir.join("r.json");
-    let out = ccvm_exec(&["--ram", "12M"], &command, &path);
+    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
