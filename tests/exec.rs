@@ -561,7 +561,7 @@ fn a_pre_fork_servers_workers_are_paged_and_answer_as_unpaged() {
     };
     let dir = scratch_dir("prefork");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/programs/prefork.py");
-    let command = [python.as_str(), script, "6000", "1000"];
+    let command = [python.as_str(), script, "4000", "500"];
     let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
     assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
     let path = dir.join("r.json");
