@@ -135,20 +135,11 @@ wrap!(15, epoll_wait, libc::SYS_epoll_wait,
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if ccvm_runtime::fds::is_ours(fd) {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = libc::EBADF };
-        return -1;
+        return c_result(-(libc::EBADF as i64));
     }
     match real(16) {
         // SAFETY: the system call `close` makes.
-        0 => match unsafe { real_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]) } {
-            r if r < 0 => {
-                // SAFETY: errno is thread-local.
-                unsafe { *libc::__errno_location() = -r as c_int };
-                -1
-            }
-            _ => 0,
-        },
+        0 => c_result(unsafe { real_syscall(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]) }),
         f => {
             // SAFETY: the C library's `close`.
             let f: unsafe extern "C" fn(c_int) -> c_int = unsafe { std::mem::transmute(f) };
@@ -246,12 +237,7 @@ pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, fl
         // SAFETY: closing the program's own descriptors, as asked.
         unsafe { real_syscall(libc::SYS_close_range, [a as u64, b as u64, f as u64, 0, 0, 0]) }
     });
-    if r < 0 {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = -r as c_int };
-        return -1;
-    }
-    r as c_int
+    c_result(r)
 }
 
 /// `closefrom`, skipping ccvm's own descriptors.
