@@ -18,8 +18,11 @@
 //!   pool at its peak in the kernel's run of the same round) and otherwise
 //!   the defaults (signal faults, the default policy and codec). Faults
 //!   are its cache and swap-file faults.
+//! * **Trap and moves only**: the floor under any pager of ccvm's design
+//!   (see the `floor` module): the kernel's share of the pages resident,
+//!   every fault served by moving one frame in and one out, nothing else.
 //! * **Plain**: the same touches on plain memory, whose time is taken off
-//!   both: what is left is the paging, divided by the faults.
+//!   the others: what is left is the paging, divided by the faults.
 //!
 //! The cost per fault so measured includes everything a fault sets off on
 //! the faulting thread: the trap, the decompression, the mapping, and the
@@ -39,6 +42,8 @@ use serde::{Deserialize, Serialize};
 use crate::args::Format;
 use crate::bench_kernel::setup::{self, Cgroup, Zram};
 use ccvm_runtime::{Region, RuntimeConfig};
+
+mod floor;
 
 /// What to measure.
 pub struct Options {
@@ -76,7 +81,7 @@ pub struct Run {
 /// A row of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// plain memory, kernel zram-lz4, ccvm.
+    /// plain memory, kernel zram-lz4, ccvm, trap and moves only.
     pub system: String,
     /// Median seconds of the touches.
     pub wall_s: f64,
@@ -107,7 +112,7 @@ fn contents(corpus: &Option<PathBuf>, pages: usize) -> anyhow::Result<Vec<u8>> {
 /// # Safety
 ///
 /// `base` is valid for reads and writes of `pages` pages.
-unsafe fn touch(base: *mut u64, pages: usize, touches: usize, seed: u64) -> u64 {
+pub(crate) unsafe fn touch(base: *mut u64, pages: usize, touches: usize, seed: u64) -> u64 {
     let mut x = seed | 1;
     let mut sum = 0u64;
     for _ in 0..touches {
@@ -208,6 +213,10 @@ pub struct ChildArgs {
     /// ccvm's run: its policy.
     #[arg(long)]
     pub policy: Option<String>,
+    /// The floor's run: `--share` of the pages resident, served by trap
+    /// and moves alone.
+    #[arg(long)]
+    pub floor: bool,
 }
 
 /// One system's run, in a child process of its own: with `ram`, ccvm's
@@ -224,9 +233,15 @@ pub fn child(args: &ChildArgs) -> anyhow::Result<()> {
         cgroup,
         ram,
         policy,
+        floor,
     } = args;
     let (pages, share, touches, seed) = (*pages, *share, *touches, *seed);
     let data = contents(corpus, pages)?;
+    if *floor {
+        let run = floor::run(&data, (pages as f64 * share) as usize, touches, seed)?;
+        outln!("{}", serde_json::to_string(&run)?)?;
+        return Ok(());
+    }
     if let Some(ram) = *ram {
         let run = ccvm(&data, ram, policy.as_deref(), touches, seed)?;
         outln!("{}", serde_json::to_string(&run)?)?;
@@ -312,6 +327,17 @@ fn ccvm_in_child(opts: &Options, seed: u64, ram: u64) -> anyhow::Result<Run> {
     serde_json::from_slice(&r.out).context("reading ccvm's child's report")
 }
 
+/// The floor's run, in a child process of its own.
+fn floor_in_child(opts: &Options, seed: u64) -> anyhow::Result<Run> {
+    let mut cmd = child_command(opts, seed)?;
+    cmd.arg("--floor");
+    let r = crate::bench_kernel::run_child(cmd, None, || 0)?;
+    if !r.status.success() {
+        bail!("the floor's run failed ({})", r.status);
+    }
+    serde_json::from_slice(&r.out).context("reading the floor's child's report")
+}
+
 /// The kernel's run, with zram's pool at its peak, bytes.
 fn kernel(opts: &Options, seed: u64) -> anyhow::Result<(Run, u64)> {
     let cgroup = Cgroup::new(None)?;
@@ -354,7 +380,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     }
     let data = contents(&opts.corpus, opts.pages)?;
     let _zram = Zram::new(&opts.algorithm, 2 * data.len() as u64)?;
-    let mut runs: [Vec<Run>; 3] = Default::default();
+    let mut runs: [Vec<Run>; 4] = Default::default();
     for round in 0..opts.rounds {
         let seed = 0x9e37_79b9 + round as u64;
         let p = plain(&data, opts.touches, seed);
@@ -363,12 +389,15 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
         // zram's pool, which no cgroup is charged for.
         let ram = (data.len() as f64 * opts.share) as u64 + pool;
         let c = ccvm_in_child(opts, seed, ram)?;
-        if k.checksum != p.checksum || c.checksum != p.checksum {
+        let f = floor_in_child(opts, seed)?;
+        if k.checksum != p.checksum || c.checksum != p.checksum || f.checksum != p.checksum {
             bail!(
-                "round {round}: checksums differ (plain {:#x}, kernel {:#x}, ccvm {:#x}): a page came back wrong",
+                "round {round}: checksums differ (plain {:#x}, kernel {:#x}, ccvm {:#x}, trap and moves {:#x}): a page \
+                 came back wrong",
                 p.checksum,
                 k.checksum,
-                c.checksum
+                c.checksum,
+                f.checksum
             );
         }
         eprintln!(
@@ -383,7 +412,11 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
             c.faults,
             c.disk_faults
         );
-        for (i, r) in [p, k, c].into_iter().enumerate() {
+        eprintln!(
+            "round {round}: trap and moves only {:.3} s ({} faults)",
+            f.wall_s, f.faults
+        );
+        for (i, r) in [p, k, c, f].into_iter().enumerate() {
             runs[i].push(r);
         }
     }
@@ -391,7 +424,12 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
         Some(p) => format!("ccvm --policy {p}"),
         None => "ccvm".to_string(),
     };
-    let names = ["plain memory", &format!("kernel zram-{}", opts.algorithm), &ccvm_name];
+    let names = [
+        "plain memory",
+        &format!("kernel zram-{}", opts.algorithm),
+        &ccvm_name,
+        "trap and moves only",
+    ];
     let rows: Vec<Row> = runs
         .iter()
         .zip(names)
@@ -425,7 +463,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
                 opts.rounds
             )?;
             outln!(
-                "{:<18} {:>9} {:>10} {:>12}",
+                "{:<20} {:>9} {:>10} {:>12}",
                 "system",
                 "wall s",
                 "faults",
@@ -433,7 +471,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
             )?;
             for r in &rows {
                 outln!(
-                    "{:<18} {:>9.3} {:>10} {:>12.2}",
+                    "{:<20} {:>9.3} {:>10} {:>12.2}",
                     r.system,
                     r.wall_s,
                     r.faults,
