@@ -228,14 +228,7 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     drop(forwarding);
     let wall = started.elapsed();
     let (code, exit) = exit_of(status);
-    let mut processes = Vec::new();
-    for entry in std::fs::read_dir(reports.path())? {
-        let path = entry?.path();
-        let text = std::fs::read(&path)?;
-        let report: ExecReport =
-            serde_json::from_slice(&text).with_context(|| format!("reading the report {}", path.display()))?;
-        processes.push(report);
-    }
+    let mut processes = read_reports(reports.path())?;
     processes.sort_by_key(|r| (r.pid != pid, r.pid));
     let summary = Summary {
         command: &opts.command,
@@ -273,6 +266,30 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
         Format::Table => print_summary(&mut err, &summary, pid)?,
     }
     Ok(code)
+}
+
+/// The reports in `dir`: each process's report at exit (`PID.json`), or
+/// where it left none (killed by a signal), its last snapshot
+/// (`PID.snapshot`). Scratch files of a snapshot cut short are skipped.
+fn read_reports(dir: &Path) -> anyhow::Result<Vec<ExecReport>> {
+    let mut by_pid = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let ext = path.extension().and_then(|e| e.to_str());
+        if !matches!(ext, Some("json" | "snapshot")) {
+            continue;
+        }
+        let text = std::fs::read(&path)?;
+        let report: ExecReport =
+            serde_json::from_slice(&text).with_context(|| format!("reading the report {}", path.display()))?;
+        let keep = by_pid
+            .get(&report.pid)
+            .is_none_or(|old: &ExecReport| old.snapshot && !report.snapshot);
+        if keep {
+            by_pid.insert(report.pid, report);
+        }
+    }
+    Ok(by_pid.into_values().collect())
 }
 
 fn mib(b: u64) -> String {
@@ -335,6 +352,14 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
             set.fault_mode,
             mib(r.unpaged_bytes)
         )?;
+        if r.snapshot {
+            writeln!(
+                out,
+                "ended early            by a signal, without its report: counts as of its last snapshot, at most {:.1} s \
+                 before its end",
+                ccvm_runtime::SNAPSHOT_PERIOD.as_secs_f64()
+            )?;
+        }
         let u = &r.unpaged_mappings;
         writeln!(
             out,

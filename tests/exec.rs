@@ -132,8 +132,9 @@ fn a_c_program_with_threads_fork_exec_and_mappings_prints_the_same_when_paged() 
 /// Forked children are paged from their copy of the parent's state: each
 /// reads the heap as it was at its fork while the parent rewrites it, and
 /// the parent reads what it wrote (tests/exec/forks.c checks every page).
-/// In signal mode every process of the tree reports its own paging; in
-/// thread mode the children run unpaged, from pages written into place.
+/// In signal mode every process of the tree reports its own paging, also
+/// when killed by SIGTERM; in thread mode the children run unpaged, from
+/// pages written into place.
 #[test]
 fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
     let dir = scratch_dir("forks");
@@ -157,6 +158,35 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
         let cache = stats["faults_cache"].as_u64().unwrap();
         let disk = stats["faults_disk"].as_u64().unwrap();
         assert!(cache > 0 && disk > 0, "process {} was not paged: {stats}", p["pid"]);
+    }
+    // Children killed by SIGTERM (as a pool's workers are) run no exit
+    // code: each is reported from its last snapshot.
+    let out = ccvm_exec(
+        &["--ram", "4M", "--policy", "fixed"],
+        &[program, "6", "2", "term"],
+        &path,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.ends_with("ok\n"),
+        "term: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&path);
+    let processes = r["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 5, "the parent, two children, two grandchildren: {r}");
+    let snapshots: Vec<_> = processes.iter().filter(|p| p["snapshot"] == true).collect();
+    assert_eq!(
+        snapshots.len(),
+        2,
+        "the two children killed are reported from snapshots: {r}"
+    );
+    for p in snapshots {
+        let stats = &p["stats"];
+        assert!(
+            stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap() > 0,
+            "a killed child's snapshot holds its faults: {stats}"
+        );
     }
     let out = ccvm_exec(&["--ram", "4M", "--fault-mode", "thread"], &[program, "6", "1"], &path);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -2,7 +2,7 @@
  * heap as it was at its fork, whatever the parent writes afterwards, and
  * the parent reads what it wrote, whatever the children do.
  *
- * usage: forks MIB CHILDREN
+ * usage: forks MIB CHILDREN [term]
  * A heap of MIB MiB is filled with generation 1; CHILDREN children are
  * forked one after another while the parent rewrites the heap between
  * forks (so that it evicts, spills and reuses swap-file space while the
@@ -11,11 +11,14 @@
  * of it, allocates and fills as much again, forks a grandchild that checks
  * both (and ends with _exit, which skips the C library's destructors), and
  * checks both itself. Prints one line per child and "ok" or
- * "BAD"; exits 0 only if every check passed. */
+ * "BAD"; exits 0 only if every check passed. With "term", each child
+ * then waits to be killed, and the parent ends it with SIGTERM, as
+ * multiprocessing ends its pool's workers, a second after it is done. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,9 +78,12 @@ static int child(uint64_t *heap, size_t pages, unsigned gen, unsigned id) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: forks MIB CHILDREN\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: forks MIB CHILDREN [term]\n"); return 2; }
     size_t pages = strtoul(argv[1], NULL, 10) * 256;
     unsigned children = strtoul(argv[2], NULL, 10);
+    int term = argc > 3 && strcmp(argv[3], "term") == 0;
+    int done[2];
+    if (term && pipe(done) != 0) { perror("pipe"); return 2; }
     uint64_t *heap = malloc(pages * PAGE);
     fill(heap, pages, 0, 1);
     pid_t pids[64];
@@ -85,17 +91,34 @@ int main(int argc, char **argv) {
     for (unsigned c = 0; c < children && c < 64; c++) {
         fflush(stdout);
         pid_t pid = fork();
-        if (pid == 0) exit(child(heap, pages, gen, c));
+        if (pid == 0) {
+            int rc = child(heap, pages, gen, c);
+            if (!term) exit(rc);
+            char b = rc ? 'B' : 'k';
+            if (write(done[1], &b, 1) != 1) _exit(3);
+            for (;;) pause(); /* until SIGTERM */
+        }
         pids[c] = pid;
         gen++;
         fill(heap, pages, 0, gen); /* while the child runs */
         if (check(heap, pages, pages, gen, gen, 99 + c)) printf("parent: BAD after child %u's fork\n", c);
     }
     int ok = 1;
+    if (term) {
+        for (unsigned c = 0; c < children && c < 64; c++) {
+            char b = 0;
+            ok = ok && read(done[0], &b, 1) == 1 && b == 'k';
+        }
+        sleep(1);
+        for (unsigned c = 0; c < children && c < 64; c++) kill(pids[c], SIGTERM);
+    }
     for (unsigned c = 0; c < children && c < 64; c++) {
         int status = 0;
         waitpid(pids[c], &status, 0);
-        ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (term)
+            ok = ok && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM;
+        else
+            ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     }
     size_t bad = check(heap, pages, pages, gen, gen, 5);
     printf("parent: %zu bad pages; children %s\n", bad, ok ? "ok" : "BAD");

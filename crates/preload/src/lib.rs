@@ -176,6 +176,7 @@ extern "C" fn start() {
         refuse("pthread_atfork failed");
     }
     OWNER.store(std::process::id(), Ordering::Release);
+    ccvm_runtime::on_tree_tick(snapshot);
     STATE.store(PAGED, Ordering::Release);
 }
 
@@ -221,30 +222,68 @@ extern "C" fn end() {
     {
         return;
     }
-    // SAFETY: set once, to leaked settings.
-    let (Some(region), Some(settings)) = (region(), unsafe { SETTINGS.load(Ordering::Acquire).as_ref() }) else {
+    let Some(region) = region() else {
         return;
     };
     if let Err(e) = region.finish_trace() {
         eprintln!("ccvm: {e}");
     }
-    let Some(dir) = &settings.report_dir else {
+    let Some((dir, report)) = report(false) else {
         return;
-    };
-    let report = ExecReport {
-        pid: std::process::id(),
-        command: std::env::args().collect(),
-        settings: settings.clone(),
-        heap_peak_bytes: heap::peak() as u64,
-        unpaged_bytes: heap::UNPAGED.load(Ordering::Relaxed) as u64,
-        stats: region.stats(),
-        unpaged_mappings: unpaged_mappings(),
-        rss_anon_at_exit_bytes: rss_anon().unwrap_or(0),
     };
     let path = dir.join(format!("{}.json", report.pid));
     let json = serde_json::to_vec(&report).expect("reports serialize");
     if let Err(e) = std::fs::write(&path, json) {
         eprintln!("ccvm: writing the report {}: {e}", path.display());
+    }
+    // The report at exit replaces the snapshots (see `snapshot`).
+    let _ = std::fs::remove_file(dir.join(format!("{}.snapshot", report.pid)));
+}
+
+/// This process's report and the folder it goes to, if reports are asked
+/// for and the process is paged.
+fn report(snapshot: bool) -> Option<(&'static std::path::Path, ExecReport)> {
+    let region = region()?;
+    // SAFETY: set once, to leaked settings.
+    let settings = unsafe { SETTINGS.load(Ordering::Acquire).as_ref() }?;
+    let dir = settings.report_dir.as_deref()?;
+    Some((
+        dir,
+        ExecReport {
+            pid: std::process::id(),
+            command: std::env::args().collect(),
+            settings: settings.clone(),
+            heap_peak_bytes: heap::peak() as u64,
+            unpaged_bytes: heap::UNPAGED.load(Ordering::Relaxed) as u64,
+            stats: region.stats(),
+            unpaged_mappings: unpaged_mappings(),
+            rss_anon_at_exit_bytes: rss_anon().unwrap_or(0),
+            snapshot,
+        },
+    ))
+}
+
+/// Called by the tree's thread (see [`ccvm_runtime::on_tree_tick`]): a
+/// snapshot of this process's report, written whole (to a scratch file,
+/// then renamed) so that `ccvm exec` never reads half of one. A process
+/// that ends without running its exit code (killed by a signal, as
+/// `multiprocessing` ends its pool's workers) is reported from its last.
+fn snapshot() {
+    if STATE.load(Ordering::Acquire) != PAGED
+        || OWNER.load(Ordering::Acquire) != std::process::id()
+        || REPORTED.load(Ordering::Acquire)
+    {
+        return;
+    }
+    let Some((dir, report)) = report(true) else {
+        return;
+    };
+    let Ok(json) = serde_json::to_vec(&report) else {
+        return;
+    };
+    let scratch = dir.join(format!("{}.snapshot.part", report.pid));
+    if std::fs::write(&scratch, json).is_ok() {
+        let _ = std::fs::rename(&scratch, dir.join(format!("{}.snapshot", report.pid)));
     }
 }
 

@@ -198,6 +198,14 @@ pub struct ExecReport {
     /// the paged region's resident pages and everything ccvm did not page.
     #[serde(default)]
     pub rss_anon_at_exit_bytes: u64,
+    /// Whether this is a snapshot taken while the process ran, not its
+    /// report at exit. A process of a tree leaves one every
+    /// [`SNAPSHOT_PERIOD`](crate::SNAPSHOT_PERIOD) (see
+    /// [`on_tree_tick`](crate::on_tree_tick)), so that one killed by a
+    /// signal (a pool's worker ended with SIGTERM) is still reported, with
+    /// its counts as of its last snapshot; its report at exit replaces it.
+    #[serde(default)]
+    pub snapshot: bool,
 }
 
 /// Bytes of anonymous `mmap`s passed to the kernel unpaged, in all (a

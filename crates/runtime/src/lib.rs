@@ -79,7 +79,7 @@ pub mod ffi;
 mod frames;
 pub mod guard;
 mod pager;
-pub use pager::allocating_for_ccvm;
+pub use pager::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
 mod pins;
 mod protections;
 mod readahead;

@@ -63,8 +63,8 @@ mod fork;
 mod overhead;
 mod share;
 
-pub use share::allocating_for_ccvm;
 pub(crate) use share::start_trimmer;
+pub use share::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
 
 use overhead::Overhead;
 

@@ -211,16 +211,45 @@ pub(crate) fn start_trimmer(pager: Weak<Mutex<Pager>>) -> bool {
     created
 }
 
+/// What the tree's thread calls every [`SNAPSHOT_PERIOD`], a `fn()` as a
+/// `usize` (0: nothing).
+static TICK: AtomicUsize = AtomicUsize::new(0);
+
+/// How often the tree's thread calls the function given to
+/// [`on_tree_tick`].
+pub const SNAPSHOT_PERIOD: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Has the tree's thread of this process (and of every process forked
+/// from it) call `tick` every [`SNAPSHOT_PERIOD`], without the pager held.
+/// `ccvm exec` writes a snapshot of the process's report there, so that a
+/// process killed by a signal, which runs no code at its end, is still
+/// reported. `tick` runs on ccvm's thread: what it allocates comes from
+/// the C library, and it must not touch the paged heap.
+pub fn on_tree_tick(tick: fn()) {
+    TICK.store(tick as usize, Ordering::Release);
+}
+
 fn trim(pager: Weak<Mutex<Pager>>) {
+    let every = (SNAPSHOT_PERIOD.as_nanos() / PERIOD.as_nanos()).max(1) as u64;
+    let mut periods = 0u64;
     loop {
         std::thread::sleep(PERIOD);
         let Some(pager) = pager.upgrade() else {
             return;
         };
         let _allow = crate::guard::Allow::new();
-        let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
-        if !p.rebalance() {
-            return;
+        {
+            let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
+            if !p.rebalance() {
+                return;
+            }
+        }
+        periods += 1;
+        let tick = TICK.load(Ordering::Acquire);
+        if tick != 0 && periods.is_multiple_of(every) {
+            // SAFETY: stored by `on_tree_tick` from a `fn()`.
+            let tick: fn() = unsafe { std::mem::transmute::<usize, fn()>(tick) };
+            tick();
         }
     }
 }
