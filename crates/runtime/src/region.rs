@@ -181,16 +181,13 @@ impl Region {
             alloc_base,
         })));
         if let Some(helper) = helper {
-            pager
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .compress_in_background(helper);
+            crate::pager::lock(&pager).compress_in_background(helper);
         }
         if let Some(tree) = crate::tree::Tree::new(config.ram_bytes) {
-            pager.lock().unwrap_or_else(|e| e.into_inner()).share_budget(tree);
+            crate::pager::lock(&pager).share_budget(tree);
         }
         if config.trace.is_none() {
-            let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
+            let mut p = crate::pager::lock(&pager);
             p.read_ahead(config.readahead);
             p.measure_costs();
             // A zero page's protection must stop its first write, which
@@ -254,7 +251,7 @@ impl Region {
 
     /// Counters as of now.
     pub fn stats(&self) -> RuntimeStats {
-        let mut stats = self.pager.lock().unwrap_or_else(|e| e.into_inner()).stats();
+        let mut stats = crate::pager::lock(&self.pager).stats();
         if crate::guard::installed() {
             (
                 stats.guarded_calls,
@@ -332,7 +329,7 @@ impl Region {
         let _allow = crate::guard::Allow::new();
         // Under the pager's lock: no eviction or mapping runs between the
         // kernel's change and the record's.
-        let mut p = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = crate::pager::lock(&self.pager);
         if prot & !all != 0 {
             p.protections.set(pages, FOREIGN);
             return Ok(());
@@ -379,7 +376,7 @@ impl Region {
         );
         let pages = range.start / PAGE_SIZE..range.end.div_ceil(PAGE_SIZE);
         let _allow = crate::guard::Allow::new();
-        let mut p = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = crate::pager::lock(&self.pager);
         let base = self.base.as_ptr() as u64;
         for (run, prot) in p.protections.within(pages.clone()) {
             let addr = base + (run.start * PAGE_SIZE) as u64;
@@ -408,7 +405,7 @@ impl Region {
     /// given a protection other than read-write by [`Region::protect`].
     pub fn protected(&self, range: std::ops::Range<usize>) -> bool {
         let pages = range.start / PAGE_SIZE..range.end.div_ceil(PAGE_SIZE);
-        let p = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        let p = crate::pager::lock(&self.pager);
         p.protections.any_in(pages)
     }
 
@@ -423,7 +420,7 @@ impl Region {
     /// lock that a thread may hold while it touches the region (such as an
     /// allocator's), so that no such thread waits on a fault meanwhile.
     pub fn prepare_fork(&self) -> ForkGuard<'_> {
-        let mut pager = self.pager.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pager = crate::pager::lock(&self.pager);
         pager.settle_for_fork();
         pager.hold_for_child();
         let page_child = pager.child_can_be_paged(self.mode == FaultMode::Signal);
@@ -443,7 +440,7 @@ impl Region {
     ///
     /// [`RuntimeError::Trace`] if the trace could not be finished.
     pub fn finish_trace(&self) -> Result<(), RuntimeError> {
-        let writer = self.pager.lock().unwrap_or_else(|e| e.into_inner()).parts.trace.take();
+        let writer = crate::pager::lock(&self.pager).parts.trace.take();
         if let (Some(writer), Some(t)) = (writer, &self.trace) {
             writer.finish(t.run_time_ns).map_err(|source| RuntimeError::Trace {
                 path: t.path.clone(),
@@ -472,7 +469,7 @@ impl Region {
             }
             None => crate::signal::remove(Arc::as_ptr(&self.pager)),
         }
-        self.pager.lock().unwrap_or_else(|e| e.into_inner()).leave_tree();
+        crate::pager::lock(&self.pager).leave_tree();
     }
 
     /// Stops paging, ends the trace (if any) and returns the final counters.
@@ -482,7 +479,7 @@ impl Region {
     /// [`RuntimeError::Trace`] if the trace could not be finished.
     pub fn finish(mut self) -> Result<RuntimeStats, RuntimeError> {
         self.stop();
-        let (stats, trace) = self.pager.lock().unwrap_or_else(|e| e.into_inner()).finish();
+        let (stats, trace) = crate::pager::lock(&self.pager).finish();
         if let (Some(writer), Some(t)) = (trace, &self.trace) {
             writer.finish(t.run_time_ns).map_err(|source| RuntimeError::Trace {
                 path: t.path.clone(),
@@ -504,7 +501,7 @@ impl Drop for Region {
 
 /// The pager held across a `fork` (see [`Region::prepare_fork`]).
 pub struct ForkGuard<'a> {
-    pager: std::sync::MutexGuard<'a, Pager>,
+    pager: crate::pager::Locked<'a>,
     /// The same pager, for the thread of a shared budget (see `tree`).
     me: std::sync::Weak<Mutex<Pager>>,
     /// Whether the child will be paged (see the pager's fork module).
@@ -538,7 +535,7 @@ impl ForkGuard<'_> {
         drop(pager);
         if start && !crate::pager::start_trimmer(me.clone()) {
             if let Some(p) = me.upgrade() {
-                p.lock().unwrap_or_else(|e| e.into_inner()).no_trimmer();
+                crate::pager::lock(&p).no_trimmer();
             }
         }
     }
@@ -576,7 +573,7 @@ impl ForkGuard<'_> {
 /// fault maps a page between the two.
 pub(crate) fn discard_locked(pager: &Mutex<Pager>, base: usize, pages: std::ops::Range<usize>) {
     let _allow = crate::guard::Allow::new();
-    let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = crate::pager::lock(pager);
     p.discard(pages.clone());
     // SAFETY: page-aligned pages of the region, whose contents the
     // program gave up.

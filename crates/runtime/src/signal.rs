@@ -96,7 +96,7 @@ pub(crate) fn settle() {
         let pager = slot.pager.load(Ordering::Acquire);
         // SAFETY: as in `find`.
         if let Some(pager) = unsafe { pager.as_ref() } {
-            drop(pager.lock().unwrap_or_else(|e| e.into_inner()));
+            drop(crate::pager::lock(pager));
         }
     }
 }
@@ -205,7 +205,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
                 write: was_write(context),
                 write_protect: false,
             };
-            pager.lock().unwrap_or_else(|e| e.into_inner()).handle(fault);
+            crate::pager::lock(pager).handle(fault);
         }
         None => pass_on(sig, info, context),
     }

@@ -141,13 +141,14 @@ static SPAWNING: AtomicUsize = AtomicUsize::new(0);
 static STACK_LOW: AtomicUsize = AtomicUsize::new(0);
 static STACK_HIGH: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether an allocation made now is for ccvm's own thread: made while
-/// one is started (the C library allocates its thread-local tables then)
-/// or on its stack. `ccvm exec`'s `malloc` then takes the C library's
-/// memory, not the paged heap: the thread must never fault on the region,
-/// which it pages while it holds the pager.
+/// Whether an allocation made now is for ccvm: made while ccvm's thread
+/// is started (the C library allocates its thread-local tables then), on
+/// that thread's stack, or on a thread that holds the pager (see
+/// [`super::lock`]). `ccvm exec`'s `malloc` then takes the C library's
+/// memory, not the paged heap: a thread that holds the pager must never
+/// fault on the region, since serving the fault needs the pager.
 pub fn allocating_for_ccvm() -> bool {
-    if SPAWNING.load(Ordering::Acquire) > 0 {
+    if SPAWNING.load(Ordering::Acquire) > 0 || super::held_here() {
         return true;
     }
     let here = &() as *const () as usize;
@@ -239,7 +240,7 @@ fn trim(pager: Weak<Mutex<Pager>>) {
         };
         let _allow = crate::guard::Allow::new();
         {
-            let mut p = pager.lock().unwrap_or_else(|e| e.into_inner());
+            let mut p = super::lock(&pager);
             if !p.rebalance() {
                 return;
             }
