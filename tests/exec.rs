@@ -367,6 +367,35 @@ fn madvised_pages_read_back_as_the_kernel_says_after_eviction() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Memory calls made without the C library (inline system calls) on heap
+/// pages that left memory do what the kernel's do (`tests/exec/rawcalls.c`:
+/// protections changed and back, a range dropped, unmapped and mapped
+/// again, moved with `mremap`), in signal mode, where the guard sees every
+/// call. Thread mode sees them only through the C library.
+#[test]
+fn memory_calls_made_without_the_c_library_keep_the_kernels_semantics() {
+    let dir = scratch_dir("rawcalls");
+    let program = build_c(&dir, "rawcalls");
+    let command = [program.to_str().unwrap(), "16"];
+    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stdout));
+    let path = dir.join("r.json");
+    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, plain.stdout);
+    let stats = &report(&path)["processes"][0]["stats"];
+    assert!(
+        stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap() > 1000,
+        "the heap did not leave memory: {stats}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn exit_status_and_signals_are_forwarded() {
     let dir = scratch_dir("status");

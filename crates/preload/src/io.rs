@@ -254,7 +254,7 @@ pub unsafe extern "C" fn closefrom(first: c_int) {
 /// The C library's `syscall`, except that `close`, `close_range` and the
 /// `dup` calls made through it leave ccvm's descriptors alone, as the
 /// functions above do,
-/// and `madvise`, `mprotect` and `munmap` on heap pages are made as this
+/// and `mremap`, `madvise`, `mprotect` and `munmap` are made as this
 /// library's own (see [`crate::vm`]).
 /// (Declared with six arguments: on x86-64 a variadic call passes them in
 /// the same registers and stack slot.)
@@ -272,17 +272,17 @@ pub unsafe extern "C" fn syscall(nr: libc::c_long, a: u64, b: u64, c: u64, d: u6
         libc::SYS_dup | libc::SYS_dup2 | libc::SYS_dup3 => {
             return dup_call(nr, a as c_int, b as c_int, c as c_int) as libc::c_long;
         }
-        libc::SYS_madvise => {
-            // SAFETY: the caller's arguments, as `madvise` takes them.
-            return unsafe { crate::vm::madvise(a as *mut c_void, b as size_t, c as c_int) } as libc::c_long;
-        }
-        libc::SYS_mprotect => {
-            // SAFETY: as `mprotect` takes them.
-            return unsafe { crate::vm::mprotect(a as *mut c_void, b as size_t, c as c_int) } as libc::c_long;
-        }
-        libc::SYS_munmap => {
-            // SAFETY: as `munmap` takes them.
-            return unsafe { crate::vm::munmap(a as *mut c_void, b as size_t) } as libc::c_long;
+        // Not `mmap`: ccvm's own code maps memory straight from the kernel
+        // through `syscall` (`ccvm_store::chunks::map_anonymous`).
+        libc::SYS_madvise | libc::SYS_mprotect | libc::SYS_munmap | libc::SYS_mremap => {
+            return match crate::vm::memory_call(nr, [a, b, c, d, e, f]) {
+                r if r < 0 && r > -4096 => {
+                    // SAFETY: errno is thread-local.
+                    unsafe { *libc::__errno_location() = -r as c_int };
+                    -1
+                }
+                r => r,
+            };
         }
         _ => {}
     }

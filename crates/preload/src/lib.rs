@@ -168,6 +168,8 @@ extern "C" fn start() {
         let start = region.as_ptr() as usize;
         let pin_limit = (settings.ram_bytes / 4) as usize;
         guard::install(start, start + region.len(), pin_limit).unwrap_or_else(|e| refuse(&e));
+        // Memory calls made without the C library, on the heap.
+        guard::route_memory_calls(vm::memory_call);
     }
     REGION.store(region, Ordering::Release);
     SETTINGS.store(Box::leak(Box::new(settings)), Ordering::Release);

@@ -60,6 +60,34 @@ pub fn covers(addr: usize, len: usize) -> bool {
         && ((addr - start) / PAGE..(end - start) / PAGE).all(|p| m.unmapped[p / 64] & (1 << (p % 64)) == 0)
 }
 
+/// Marks the pages of `addr..addr + len` mapped again (a fixed mapping
+/// made over pages the program unmapped), if they all lie in one mapping
+/// not yet freed: its block is still the program's, so nothing else uses
+/// them. Fails with `ENOMEM` otherwise, and with `EEXIST` if `replace` is
+/// false and a page is still mapped (`MAP_FIXED_NOREPLACE`).
+pub fn remap(addr: usize, len: usize, replace: bool) -> Result<(), i32> {
+    let end = addr.saturating_add(len.next_multiple_of(PAGE));
+    let mut map = lock();
+    let Some((&start, m)) = map.range_mut(..=addr).next_back() else {
+        return Err(libc::ENOMEM);
+    };
+    if end > start + m.pages * PAGE {
+        return Err(libc::ENOMEM);
+    }
+    let pages = (addr - start) / PAGE..(end - start) / PAGE;
+    let is_unmapped = |m: &Mapping, p: usize| m.unmapped[p / 64] & (1 << (p % 64)) != 0;
+    if !replace && pages.clone().any(|p| !is_unmapped(m, p)) {
+        return Err(libc::EEXIST);
+    }
+    for p in pages {
+        if is_unmapped(m, p) {
+            m.unmapped[p / 64] &= !(1 << (p % 64));
+            m.left += 1;
+        }
+    }
+    Ok(())
+}
+
 /// Marks the pages of `addr..addr + len` unmapped in every mapping they
 /// fall in; returns the mappings now wholly unmapped (and forgotten), as
 /// start and length, for the caller to free.

@@ -20,9 +20,10 @@
 //!   zeroed as `calloc` zeroes, which is cheaper for small blocks reused.
 //! * A fixed anonymous private `mmap` over heap pages the program holds
 //!   drops them (they read back as zeros) and sets their protection: the
-//!   kernel's outcome, without leaving the region. Over heap memory the
-//!   program does not hold (another block's, perhaps) it fails with
-//!   `ENOMEM` rather than overwrite it. Any other fixed mapping over held
+//!   kernel's outcome, without leaving the region; so does one over pages
+//!   the program unmapped from a mapping it still holds part of. Over heap
+//!   memory the program does not hold (another block's, perhaps) it fails
+//!   with `ENOMEM` rather than overwrite it. Any other fixed mapping over held
 //!   heap pages (a file, shared memory) is made by the kernel, and those
 //!   pages leave the region until the program unmaps them; they then
 //!   become anonymous heap memory again.
@@ -213,15 +214,22 @@ fn map_over_heap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: 
         set_errno(libc::EINVAL);
         return libc::MAP_FAILED;
     }
-    if !mappings::covers(start, len) {
+    let refused = libc::MAP_GROWSDOWN | libc::MAP_HUGETLB | libc::MAP_LOCKED;
+    let replace = flags & libc::MAP_FIXED_NOREPLACE == 0;
+    if mappings::covers(start, len) {
+        if !replace {
+            set_errno(libc::EEXIST);
+            return libc::MAP_FAILED;
+        }
+    } else if !private_anonymous(prot, flags, fd) || flags & refused != 0 {
         set_errno(libc::ENOMEM);
         return libc::MAP_FAILED;
-    }
-    if flags & libc::MAP_FIXED_NOREPLACE != 0 {
-        set_errno(libc::EEXIST);
+    } else if let Err(e) = mappings::remap(start, len, replace) {
+        // Pages the program unmapped, of a mapping not yet freed, are
+        // mapped again; others may be another block's now.
+        set_errno(e);
         return libc::MAP_FAILED;
     }
-    let refused = libc::MAP_GROWSDOWN | libc::MAP_HUGETLB | libc::MAP_LOCKED;
     if private_anonymous(prot, flags, fd) && flags & refused == 0 {
         unprotect_pages(start, len);
         drop_pages(start, len);
@@ -362,8 +370,9 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
     }
 }
 
-/// `mremap(2)`: a heap mapping shrinks in place or moves to a new heap
-/// block (when `MREMAP_MAYMOVE` allows it).
+/// `mremap(2)`: pages of a heap mapping shrink in place, or move to a new
+/// heap block (when `MREMAP_MAYMOVE` allows it), or to the fixed address
+/// asked outside the heap (`MREMAP_FIXED`), taking their contents along.
 ///
 /// # Safety
 ///
@@ -395,12 +404,45 @@ pub unsafe extern "C" fn mremap(
         ];
         return sys_mapping(libc::SYS_mremap, args);
     }
-    // Only a whole heap mapping can be remapped (the kernel must not move
-    // pages out of the region), and only a read-write one is copied.
+    // Pages of one heap mapping, still mapped, can be remapped: copied to
+    // their new place (the kernel must not move pages out of the region)
+    // and unmapped here; only read-write ones are copied.
     let protected = in_region(old as usize, old_len).is_some_and(|(region, range)| region.protected(range));
-    if mappings::len_of(old as usize).is_none_or(|len| old_len > len) || flags & libc::MREMAP_FIXED != 0 {
+    let fixed = flags & libc::MREMAP_FIXED != 0;
+    if old_len == 0
+        || !(old as usize).is_multiple_of(PAGE)
+        || !mappings::covers(old as usize, old_len)
+        || (fixed && (flags & libc::MREMAP_MAYMOVE == 0 || heap::contains(new_addr.cast())))
+    {
         set_errno(libc::EINVAL);
         return libc::MAP_FAILED;
+    }
+    if fixed {
+        if protected {
+            set_errno(libc::ENOMEM);
+            return libc::MAP_FAILED;
+        }
+        // Outside the heap, at the address asked: plain memory, made as
+        // the kernel would (replacing what was there), then filled.
+        let new = sys_mmap(
+            new_addr,
+            new_len,
+            RW,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        );
+        if new == libc::MAP_FAILED {
+            return new;
+        }
+        // SAFETY: the old pages are mapped heap memory, the new mapping is
+        // `new_len` bytes outside the heap; munmap as the kernel's mremap
+        // unmaps the old range.
+        unsafe {
+            std::ptr::copy_nonoverlapping(old.cast::<u8>(), new.cast::<u8>(), old_len.min(new_len));
+            munmap(old, old_len);
+        }
+        return new;
     }
     if new_len <= old_len {
         // The tail is unmapped; the block goes when the rest does.
@@ -431,4 +473,53 @@ pub unsafe extern "C" fn mremap(
         munmap(old, old_len);
     }
     new
+}
+
+/// A memory call (`mmap`, `munmap`, `mprotect`, `mremap`, `madvise`) by
+/// number, made as this library's function of that name makes it: what
+/// the guard hands over for calls made without the C library, and what
+/// this library's `syscall` does with them. Returns the result or
+/// `-errno`, as the kernel does.
+pub fn memory_call(nr: i64, a: [u64; 6]) -> i64 {
+    let p = |i: usize| a[i] as *mut c_void;
+    let (value, failed) = match nr {
+        libc::SYS_mmap => {
+            let r = mmap(
+                p(0),
+                a[1] as size_t,
+                a[2] as c_int,
+                a[3] as c_int,
+                a[4] as c_int,
+                a[5] as off_t,
+            );
+            (r as i64, r == libc::MAP_FAILED)
+        }
+        libc::SYS_mremap => {
+            // SAFETY: the caller's arguments, as the system call takes them.
+            let r = unsafe { mremap(p(0), a[1] as size_t, a[2] as size_t, a[3] as c_int, p(4)) };
+            (r as i64, r == libc::MAP_FAILED)
+        }
+        libc::SYS_munmap => {
+            // SAFETY: as above.
+            let r = unsafe { munmap(p(0), a[1] as size_t) };
+            (i64::from(r), r == -1)
+        }
+        libc::SYS_mprotect => {
+            // SAFETY: as above.
+            let r = unsafe { mprotect(p(0), a[1] as size_t, a[2] as c_int) };
+            (i64::from(r), r == -1)
+        }
+        libc::SYS_madvise => {
+            // SAFETY: as above.
+            let r = unsafe { madvise(p(0), a[1] as size_t, a[2] as c_int) };
+            (i64::from(r), r == -1)
+        }
+        _ => return -i64::from(libc::ENOSYS),
+    };
+    if failed {
+        // SAFETY: this thread's errno, set by the call above.
+        -i64::from(unsafe { *libc::__errno_location() })
+    } else {
+        value
+    }
 }

@@ -154,6 +154,41 @@ mod selectors {
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static START: AtomicUsize = AtomicUsize::new(0);
 static END: AtomicUsize = AtomicUsize::new(0);
+/// What makes `mmap`, `munmap`, `mprotect` and `mremap` calls that name the
+/// region, a `fn(i64, [u64; 6]) -> i64` as a `usize` (0: none; see
+/// [`route_memory_calls`]).
+static MEMORY_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// Has the guard hand `mmap` (fixed), `munmap`, `mprotect` and `mremap`
+/// calls whose ranges reach into the region to `calls` (the system call's
+/// number and arguments, returning its result or `-errno`), whoever made
+/// them: the C library's wrappers are replaced by `ccvm exec`'s own, but a
+/// call made without the C library (an inline system call, as some
+/// runtimes make) would otherwise change the region behind the pager's
+/// back (a range moved with `mremap` would leave its evicted pages
+/// behind). `calls` runs in the guard's SIGSYS handler with the thread
+/// allowed, so that its own calls go straight to the kernel.
+pub fn route_memory_calls(calls: fn(i64, [u64; 6]) -> i64) {
+    MEMORY_CALLS.store(calls as usize, Relaxed);
+}
+
+/// Whether memory call `nr` with `args` names a range that reaches into
+/// the region (for `mmap`, only a fixed mapping does).
+fn names_region(nr: i64, args: &[u64; 6]) -> bool {
+    let overlaps = |addr: u64, len: u64| {
+        let (start, end) = (START.load(Relaxed) as u64, END.load(Relaxed) as u64);
+        addr < end && addr.saturating_add(len) > start
+    };
+    let fixed = (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) as u64;
+    match nr {
+        libc::SYS_mmap => args[3] & fixed != 0 && overlaps(args[0], args[1]),
+        libc::SYS_munmap | libc::SYS_mprotect => overlaps(args[0], args[1]),
+        libc::SYS_mremap => {
+            overlaps(args[0], args[1]) || (args[3] & libc::MREMAP_FIXED as u64 != 0 && overlaps(args[4], args[2]))
+        }
+        _ => false,
+    }
+}
 static PIN_LIMIT: AtomicUsize = AtomicUsize::new(0);
 static CALLS: AtomicU64 = AtomicU64::new(0);
 static CALLS_WITH_BUFFERS: AtomicU64 = AtomicU64::new(0);
@@ -736,6 +771,13 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
                     unsafe { raw::syscall(libc::SYS_madvise, tail) }
                 }
             }
+        }
+        libc::SYS_mmap | libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_mremap
+            if MEMORY_CALLS.load(Relaxed) != 0 && names_region(nr, &args) =>
+        {
+            // SAFETY: stored by `route_memory_calls` from such a function.
+            let calls: fn(i64, [u64; 6]) -> i64 = unsafe { std::mem::transmute(MEMORY_CALLS.load(Relaxed)) };
+            calls(nr, args)
         }
         // ccvm's own descriptors are not the program's to close (see
         // `crate::fds`).
