@@ -492,20 +492,28 @@ fn a_program_is_traced_and_the_trace_reads_back() {
 /// paged with the kernel's semantics: `tests/exec/reserve.c` checks every
 /// page against its model after random commits, decommits, protection
 /// changes, fixed mappings over the reservation (anonymous and a file),
-/// and probes that `PROT_NONE` pages fault, with one thread and with four
-/// on disjoint ranges, in both fault modes; its output equals the
+/// `MADV_FREE` (old contents or zeros), ranges unmapped and mapped again,
+/// pages moved out with `mremap`, and probes that `PROT_NONE` pages fault,
+/// with one thread and with four on disjoint ranges, in both fault modes,
+/// and through inline system calls in signal mode; its output equals the
 /// unpaged run's, and the reservations were paged, not left to the kernel.
 #[test]
 fn reserved_then_committed_memory_is_paged_with_the_kernels_semantics() {
     let dir = scratch_dir("reserve");
     let program = build_c(&dir, "reserve");
     let program = program.to_str().unwrap();
-    for args in [["1", "16", "3000", "1"], ["4", "4", "1500", "2"]] {
+    let runs: [(&[&str], &[&str]); 3] = [
+        (&["1", "16", "3000", "1"], &["signal", "thread"]),
+        (&["4", "4", "1500", "2"], &["signal", "thread"]),
+        // Inline system calls: only signal mode's guard sees them.
+        (&["4", "4", "1500", "3", "raw"], &["signal"]),
+    ];
+    for (args, modes) in runs {
         let mut command = vec![program];
-        command.extend_from_slice(&args);
+        command.extend_from_slice(args);
         let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
         assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
-        for mode in ["signal", "thread"] {
+        for &mode in modes {
             let path = dir.join(format!("{mode}.json"));
             let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &command, &path);
             let what = format!("{mode} {args:?}");
