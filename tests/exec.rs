@@ -616,6 +616,41 @@ fn a_jvm_builds_a_hash_map_with_its_heap_paged() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A CPython `multiprocessing` pool (fork) over a table built by the
+/// parent (`docs/programs/pool.py`, 8,000 records): the same checksum as
+/// unpaged, and the parent and its four workers each paged and reported
+/// (a worker the pool ends with SIGTERM from its last snapshot).
+#[test]
+fn a_forking_pools_workers_are_paged_and_score_as_unpaged() {
+    let Some(python) = installed("python3") else {
+        eprintln!("python3 is not installed");
+        return;
+    };
+    let dir = scratch_dir("pool");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/programs/pool.py");
+    let command = [python.as_str(), script, "8000"];
+    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let path = dir.join("r.json");
+    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, plain.stdout, "the checksum differs from the unpaged run's");
+    let r = report(&path);
+    let processes: Vec<_> = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["command"][1].as_str() == Some(script))
+        .collect();
+    assert_eq!(processes.len(), 5, "the parent and its four workers: {r}");
+    for p in processes {
+        let stats = &p["stats"];
+        let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
+        assert!(back > 100, "process {} was hardly paged: {stats}", p["pid"]);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A pre-fork server in CPython (`docs/programs/prefork.py`: a table
 /// loaded, a listening socket, four workers forked that answer lookups and
 /// end with `os._exit`): every answer as unpaged, and every process of the
