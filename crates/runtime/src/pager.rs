@@ -38,8 +38,8 @@
 //!   faulting thread that is not the page's.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ccvm_codec::{Codec, PAGE_SIZE};
@@ -60,6 +60,8 @@ use ccvm_policy::Traps;
 
 mod costs;
 mod fork;
+mod lock;
+pub(crate) use lock::{lock, Locked};
 mod overhead;
 mod share;
 
@@ -204,52 +206,6 @@ pub struct PagerParts {
     /// Bytes the process's counting allocator held before the region's
     /// parts were made (`crate::accounting`); `None` if it counts none.
     pub alloc_base: Option<usize>,
-}
-
-/// The thread (`pthread_self`) that holds the pager now, 0 if none.
-static HOLDER: AtomicUsize = AtomicUsize::new(0);
-
-/// The pager, locked by this thread through [`lock`].
-pub(crate) struct Locked<'a>(MutexGuard<'a, Pager>);
-
-impl std::ops::Deref for Locked<'_> {
-    type Target = Pager;
-    fn deref(&self) -> &Pager {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Locked<'_> {
-    fn deref_mut(&mut self) -> &mut Pager {
-        &mut self.0
-    }
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        HOLDER.store(0, Ordering::Release);
-    }
-}
-
-/// Locks the pager (a panic while it was held does not stop the others),
-/// and notes that this thread holds it: what this thread allocates
-/// meanwhile comes from the C library, not `ccvm exec`'s paged heap (see
-/// [`allocating_for_ccvm`]). Without that, a table grown while the pager
-/// is held (the protections of an `mprotect`'d range) could land on a heap
-/// page that is not resident, and the fault would wait for the pager that
-/// this very thread holds.
-pub(crate) fn lock(pager: &Mutex<Pager>) -> Locked<'_> {
-    let guard = pager.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: always valid; reads the thread pointer.
-    HOLDER.store(unsafe { libc::pthread_self() } as usize, Ordering::Release);
-    Locked(guard)
-}
-
-/// Whether this thread holds the pager.
-fn held_here() -> bool {
-    let holder = HOLDER.load(Ordering::Acquire);
-    // SAFETY: always valid; reads the thread pointer.
-    holder != 0 && holder == unsafe { libc::pthread_self() } as usize
 }
 
 impl Pager {

@@ -148,7 +148,7 @@ static STACK_HIGH: AtomicUsize = AtomicUsize::new(0);
 /// memory, not the paged heap: a thread that holds the pager must never
 /// fault on the region, since serving the fault needs the pager.
 pub fn allocating_for_ccvm() -> bool {
-    if SPAWNING.load(Ordering::Acquire) > 0 || super::held_here() {
+    if SPAWNING.load(Ordering::Acquire) > 0 || super::lock::held_here() {
         return true;
     }
     let here = &() as *const () as usize;
