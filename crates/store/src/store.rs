@@ -157,6 +157,13 @@ pub const COMPACTION_MOVES_PER_PUT: usize = 1;
 /// moved as many pages as were put (2.0M) and took a tenth of the run.
 pub const COMPACTION_MIN_FREE: f64 = 1.0 / 16.0;
 
+/// A put whose slot does not fit although more than one chunk byte in
+/// `FRAGMENTED_ONE_IN` (4%) is free has failed for fragmentation: the
+/// store gathers its free space (rate-limited as [`COMPACTION_MOVES_PER_PUT`]
+/// says) before it grows. Lower than [`COMPACTION_MIN_FREE`], the bar for
+/// compacting unasked, because here a put is waiting on it.
+const FRAGMENTED_ONE_IN: usize = 25;
+
 /// Why a store could not be made from its [`StoreConfig`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
@@ -752,16 +759,15 @@ impl Inner {
             if let Some(slot) = self.alloc.alloc(len) {
                 break slot;
             }
-            // A slot that does not fit although over 4% of the chunk bytes
-            // are free has failed for fragmentation: gather the free space
-            // rather than grow (at most as often as `compaction_due` says).
-            // Otherwise grow while the limit allows, and compact only as the
-            // last resort, under the same rate limit: a store held at its
-            // limit would otherwise move every page on every put.
+            // Failed for fragmentation (see `FRAGMENTED_ONE_IN`): gather
+            // the free space rather than grow. Otherwise grow while the
+            // limit allows, and compact only as the last resort, under the
+            // same rate limit: a store held at its limit would otherwise
+            // move every page on every put.
             let free = self.held * self.chunk_size - self.used;
             let fits_in_free = free >= self.alloc.footprint(len);
             let due = self.compaction_due();
-            if !compacted && due && fits_in_free && free * 25 > self.held * self.chunk_size {
+            if !compacted && due && fits_in_free && free * FRAGMENTED_ONE_IN > self.held * self.chunk_size {
                 compacted = true;
                 self.compact();
                 continue;
