@@ -626,27 +626,39 @@ fn a_forking_pools_workers_are_paged_and_score_as_unpaged() {
         eprintln!("python3 is not installed");
         return;
     };
-    let dir = scratch_dir("pool");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/programs/pool.py");
-    let command = [python.as_str(), script, "8000"];
+    five_python_processes_paged_as_unpaged(&python, "pool", &["8000"]);
+}
+
+/// Runs `docs/programs/NAME.py ARGS` unpaged and under `--ram 8M`: the
+/// output must be the same, and five processes of the script (a parent
+/// and four forked workers) must each be paged and reported.
+fn five_python_processes_paged_as_unpaged(python: &str, name: &str, args: &[&str]) {
+    let dir = scratch_dir(name);
+    let script = format!("{}/docs/programs/{name}.py", env!("CARGO_MANIFEST_DIR"));
+    let mut command = vec![python, script.as_str()];
+    command.extend_from_slice(args);
     let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
     assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
     let path = dir.join("r.json");
     let out = ccvm_exec(&["--ram", "8M"], &command, &path);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.stdout, plain.stdout, "the checksum differs from the unpaged run's");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "{name}: the output differs from the unpaged run's"
+    );
     let r = report(&path);
     let processes: Vec<_> = r["processes"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["command"][1].as_str() == Some(script))
+        .filter(|p| p["command"][1].as_str() == Some(script.as_str()))
         .collect();
-    assert_eq!(processes.len(), 5, "the parent and its four workers: {r}");
+    assert_eq!(processes.len(), 5, "{name}: the parent and its four workers: {r}");
     for p in processes {
         let stats = &p["stats"];
         let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
-        assert!(back > 100, "process {} was hardly paged: {stats}", p["pid"]);
+        assert!(back > 100, "{name}: process {} was hardly paged: {stats}", p["pid"]);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -661,31 +673,5 @@ fn a_pre_fork_servers_workers_are_paged_and_answer_as_unpaged() {
         eprintln!("python3 is not installed");
         return;
     };
-    let dir = scratch_dir("prefork");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/programs/prefork.py");
-    let command = [python.as_str(), script, "4000", "500"];
-    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
-    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
-    let path = dir.join("r.json");
-    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&plain.stdout),
-        "the answers differ from the unpaged run's"
-    );
-    let r = report(&path);
-    let processes: Vec<_> = r["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["command"][1].as_str() == Some(script))
-        .collect();
-    assert_eq!(processes.len(), 5, "the server and its four workers: {r}");
-    for p in processes {
-        let stats = &p["stats"];
-        let back = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
-        assert!(back > 100, "process {} was hardly paged: {stats}", p["pid"]);
-    }
-    std::fs::remove_dir_all(&dir).ok();
+    five_python_processes_paged_as_unpaged(&python, "prefork", &["4000", "500"]);
 }

@@ -436,13 +436,8 @@ pub unsafe extern "C" fn mremap(
             return new;
         }
         // SAFETY: the old pages are mapped heap memory, the new mapping is
-        // `new_len` bytes outside the heap; munmap as the kernel's mremap
-        // unmaps the old range.
-        unsafe {
-            std::ptr::copy_nonoverlapping(old.cast::<u8>(), new.cast::<u8>(), old_len.min(new_len));
-            munmap(old, old_len);
-        }
-        return new;
+        // `new_len` bytes outside the heap.
+        return unsafe { move_contents(old, old_len, new, new_len) };
     }
     if new_len <= old_len {
         // The tail is unmapped; the block goes when the rest does.
@@ -468,6 +463,18 @@ pub unsafe extern "C" fn mremap(
     }
     // SAFETY: the old mapping is at least `old_len` bytes, the new one
     // `new_len`, and they are distinct blocks.
+    unsafe { move_contents(old, old_len, new, new_len) }
+}
+
+/// Copies what `old` holds into `new` and unmaps `old`, as the kernel's
+/// `mremap` leaves the old range unmapped; returns `new`.
+///
+/// # Safety
+///
+/// `old` is `old_len` bytes of mapped heap memory, `new` is `new_len`
+/// bytes of writable memory, and the two do not overlap.
+unsafe fn move_contents(old: *mut c_void, old_len: size_t, new: *mut c_void, new_len: size_t) -> *mut c_void {
+    // SAFETY: as the caller promises.
     unsafe {
         std::ptr::copy_nonoverlapping(old.cast::<u8>(), new.cast::<u8>(), old_len.min(new_len));
         munmap(old, old_len);
