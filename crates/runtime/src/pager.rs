@@ -1082,6 +1082,7 @@ impl Pager {
                 states: (self.seen * std::mem::size_of::<PageState>()) as u64,
                 spare: self.frames.as_ref().map_or(0, Frames::spare_bytes),
                 helper: self.helper.as_ref().map_or(0, Helper::memory),
+                store_books: self.parts.store.stats().metadata_bytes,
             });
             self.stats.overhead_bytes = self.stats.overhead_bytes.max(self.overhead.bytes);
         }
