@@ -215,11 +215,20 @@ impl Helper {
             return None;
         }
         let parent = std::process::id() as libc::pid_t;
+        // The program's writable data is not the helper's (see
+        // `helper_maps`): left out of this fork alone.
+        let left_out = crate::helper_maps::LeftOut::mark();
         // SAFETY: clone without CLONE_VM is fork; exit signal 0 means no
         // SIGCHLD. The child runs only `serve`, which allocates nothing
         // (the codec was warmed above): glibc's fork handlers, which make
         // malloc safe in a child, do not run for a raw clone.
         let child = unsafe { libc::syscall(libc::SYS_clone, 0, 0, 0, 0, 0) } as libc::pid_t;
+        if child != 0 {
+            drop(left_out);
+        } else {
+            // The child has none of those mappings to mark again.
+            std::mem::forget(left_out);
+        }
         if child < 0 {
             // SAFETY: the mapping and pipe made above.
             unsafe {

@@ -78,6 +78,7 @@ pub mod fds;
 pub mod ffi;
 mod frames;
 pub mod guard;
+mod helper_maps;
 mod pager;
 pub use pager::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
 mod pins;
