@@ -62,12 +62,14 @@ mod costs;
 mod fork;
 mod lock;
 pub(crate) use lock::{lock, Locked};
+mod disk;
 mod overhead;
 mod share;
 
 pub(crate) use share::start_trimmer;
 pub use share::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
 
+use disk::DiskSlots;
 use overhead::Overhead;
 
 /// Where a page's bytes are while it is rebuilt or evicted.
@@ -104,8 +106,8 @@ enum PageState {
     Pending,
     /// In the compression cache.
     Compressed,
-    /// In the swap file.
-    Disk(SwapSlot),
+    /// In the swap file, at the slot kept at this index of `disk`.
+    Disk(u32),
     /// New, only read so far: mapped as the zero page, write-protected;
     /// holds no memory and is not in the policy.
     Zero,
@@ -116,6 +118,8 @@ pub(crate) struct Pager {
     pub parts: PagerParts,
     snapshot: RuntimeStats,
     state: ZeroTable<PageState>,
+    /// The swap-file slots of the pages on disk.
+    disk: DiskSlots,
     /// Pages that have left `New`: the state table holds memory for them.
     seen: usize,
     /// ccvm's own memory charged to the budget (see `overhead`).
@@ -229,6 +233,7 @@ impl Pager {
         let protections = Protections::for_region(parts.base, parts.pages);
         Pager {
             state: ZeroTable::new(parts.pages),
+            disk: DiskSlots::default(),
             seen: 0,
             overhead: Overhead::new(parts.alloc_base, parts.ram_bytes.saturating_sub(parts.reserve)),
             allowance: parts.ram_bytes,
@@ -366,10 +371,10 @@ impl Pager {
                         fatal(format!("dropping page {page} from the compression cache: {e}"));
                     }
                 }
-                PageState::Disk(slot) => {
-                    self.parts.swap.forget(page as u64, slot);
+                PageState::Disk(i) => {
+                    self.parts.swap.forget(page as u64, self.disk.get(i));
                     match self.parts.swap.write(page as u64, ccvm_store::Stored::Same(0), &[]) {
-                        Ok(zero) => self.state[page] = PageState::Disk(zero),
+                        Ok(zero) => self.disk.set(i, zero),
                         Err(e) => fatal(e),
                     }
                 }
@@ -583,7 +588,8 @@ impl Pager {
                 self.stats.faults_cache += 1;
                 Level::Compressed
             }
-            PageState::Disk(slot) => {
+            PageState::Disk(i) => {
+                let slot = self.disk.take(i);
                 self.map_from_disk(page, slot);
                 self.stats.faults_disk += 1;
                 Level::Disk
@@ -700,7 +706,7 @@ impl Pager {
             let mut slots = std::mem::take(&mut self.ahead);
             slots.clear();
             slots.extend((page + 1..=end).filter_map(|p| match self.state[p] {
-                PageState::Disk(slot) => Some(slot),
+                PageState::Disk(i) => Some(self.disk.get(i)),
                 _ => None,
             }));
             let read = self.parts.swap.read_ahead(&slots);
@@ -723,7 +729,8 @@ impl Pager {
                     self.map_from_cache(next);
                     self.stats.pages_read_ahead += 1;
                 }
-                (PageState::Disk(slot), Level::Disk) if self.parts.swap.holds_ahead(slot) => {
+                (PageState::Disk(i), Level::Disk) if self.parts.swap.holds_ahead(self.disk.get(i)) => {
+                    let slot = self.disk.take(i);
                     self.map_from_disk(next, slot);
                     self.stats.pages_read_ahead_disk += 1;
                 }
@@ -938,7 +945,7 @@ impl Pager {
             Stored::Raw => bytes,
         };
         match self.parts.swap.write(page as u64, stored, bytes) {
-            Ok(slot) => self.state[page] = PageState::Disk(slot),
+            Ok(slot) => self.state[page] = PageState::Disk(self.disk.put(slot)),
             Err(e) => fatal(e),
         }
         let mut moved = std::mem::take(&mut self.moved);
@@ -946,8 +953,10 @@ impl Pager {
             fatal(e);
         }
         for (p, slot) in moved.drain(..) {
-            debug_assert!(matches!(self.state[p as usize], PageState::Disk(_)));
-            self.state[p as usize] = PageState::Disk(slot);
+            match self.state[p as usize] {
+                PageState::Disk(i) => self.disk.set(i, slot),
+                _ => debug_assert!(false, "a page moved in the swap file is on disk"),
+            }
         }
         self.moved = moved;
     }

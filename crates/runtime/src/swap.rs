@@ -124,6 +124,17 @@ const RAW: u32 = u32::MAX;
 const SAME: u32 = u32::MAX - 1;
 
 impl SwapSlot {
+    /// A slot told apart by `n`, for tests of tables that keep slots.
+    #[cfg(test)]
+    pub(crate) fn for_tests(n: u32) -> SwapSlot {
+        SwapSlot {
+            cluster: n,
+            offset: n,
+            crc: n,
+            kind: RAW,
+        }
+    }
+
     /// How the page is kept.
     fn stored(&self) -> Stored {
         match self.kind {

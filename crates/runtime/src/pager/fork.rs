@@ -211,7 +211,8 @@ impl Pager {
                         fatal(e);
                     }
                 }
-                PageState::Disk(slot) => {
+                PageState::Disk(i) => {
+                    let slot = self.disk.take(i);
                     let stored = match self.parts.swap.read(page as u64, slot, &mut self.payload) {
                         Ok(s) => s,
                         Err(e) => fatal(e),
