@@ -12,12 +12,13 @@
 //! `cargo run --release -p ccvm-codec --example held_out [CORPUS_DIR]`
 //! (default: `corpus/large` beside `corpus/pages`).
 
-use std::time::{Duration, Instant};
+#[allow(dead_code)] // only the round trips
+mod common;
 
 use ccvm_codec::{
     baseline::{Lz4, Lzo1x1},
     hybrid::Hybrid,
-    Codec, PAGE_SIZE,
+    Codec,
 };
 
 /// A codec's total on one program: stored bytes and round-trip time.
@@ -34,39 +35,11 @@ impl std::ops::AddAssign for Total {
     }
 }
 
-/// Compresses and decompresses every page of `pages` (best of three
-/// passes); a page the codec cannot shrink is stored raw.
+/// A codec's round trips over `pages` (best of three passes).
 fn measure(codec: &mut dyn Codec, pages: &[u8]) -> Total {
-    let mut packed = vec![0u8; pages.len()];
-    let mut lens = vec![0usize; pages.len() / PAGE_SIZE];
-    let mut back = vec![0u8; PAGE_SIZE];
-    let mut best = Duration::MAX;
-    for _ in 0..3 {
-        let t = Instant::now();
-        for ((p, slot), len) in pages
-            .chunks_exact(PAGE_SIZE)
-            .zip(packed.chunks_exact_mut(PAGE_SIZE))
-            .zip(&mut lens)
-        {
-            *len = codec.compress(p, slot).unwrap_or(0);
-        }
-        for ((p, slot), &len) in pages
-            .chunks_exact(PAGE_SIZE)
-            .zip(packed.chunks_exact(PAGE_SIZE))
-            .zip(&lens)
-        {
-            if len == 0 {
-                back.copy_from_slice(p);
-            } else {
-                codec.decompress(&slot[..len], &mut back).expect("own output decodes");
-                assert_eq!(back, p, "round trip");
-            }
-            std::hint::black_box(&back);
-        }
-        best = best.min(t.elapsed());
-    }
+    let (bytes, best) = common::round_trips(codec, pages, 3);
     Total {
-        bytes: lens.iter().map(|&l| if l == 0 { PAGE_SIZE } else { l }).sum::<usize>() as f64,
+        bytes: bytes as f64,
         secs: best.as_secs_f64(),
     }
 }

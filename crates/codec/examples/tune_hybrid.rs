@@ -4,39 +4,13 @@
 //!
 //! `cargo run --release -p ccvm-codec --example tune_hybrid [CORPUS_DIR]`
 
-use std::time::{Duration, Instant};
+#[allow(dead_code)] // only the round trips
+mod common;
 
-use ccvm_codec::{baseline::Lz4, hybrid::Hybrid, Codec, PAGE_SIZE};
+use ccvm_codec::{baseline::Lz4, hybrid::Hybrid, Codec};
 
 fn measure(codec: &mut dyn Codec, pages: &[u8]) -> (f64, f64) {
-    let mut packed = vec![0u8; pages.len()];
-    let mut lens = vec![0usize; pages.len() / PAGE_SIZE];
-    let mut back = vec![0u8; PAGE_SIZE];
-    let mut best = Duration::MAX;
-    for _ in 0..5 {
-        let t = Instant::now();
-        for ((p, slot), len) in pages
-            .chunks_exact(PAGE_SIZE)
-            .zip(packed.chunks_exact_mut(PAGE_SIZE))
-            .zip(&mut lens)
-        {
-            *len = codec.compress(p, slot).unwrap_or(0);
-        }
-        for ((p, slot), &len) in pages
-            .chunks_exact(PAGE_SIZE)
-            .zip(packed.chunks_exact(PAGE_SIZE))
-            .zip(&lens)
-        {
-            if len == 0 {
-                back.copy_from_slice(p);
-            } else {
-                codec.decompress(&slot[..len], &mut back).unwrap();
-            }
-            std::hint::black_box(&back);
-        }
-        best = best.min(t.elapsed());
-    }
-    let stored: usize = lens.iter().map(|&l| if l == 0 { PAGE_SIZE } else { l }).sum();
+    let (stored, best) = common::round_trips(codec, pages, 5);
     (
         pages.len() as f64 / stored as f64,
         pages.len() as f64 / best.as_secs_f64() / 1e6,

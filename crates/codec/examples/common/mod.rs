@@ -41,3 +41,45 @@ pub fn codecs(names: &[String]) -> Vec<Box<dyn Codec>> {
         })
         .collect()
 }
+
+/// Every page of `pages` compressed and decompressed with `codec`, each
+/// checked against its original, `passes` times: the bytes stored (a page
+/// the codec cannot shrink counts whole) and the fastest pass's time.
+///
+/// # Panics
+///
+/// If the codec's output does not decode to its input.
+#[allow(dead_code)] // not every example times round trips
+pub fn round_trips(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> (usize, std::time::Duration) {
+    use ccvm_codec::PAGE_SIZE;
+    let mut packed = vec![0u8; pages.len()];
+    let mut lens = vec![0usize; pages.len() / PAGE_SIZE];
+    let mut back = vec![0u8; PAGE_SIZE];
+    let mut best = std::time::Duration::MAX;
+    for _ in 0..passes {
+        let t = std::time::Instant::now();
+        for ((p, slot), len) in pages
+            .chunks_exact(PAGE_SIZE)
+            .zip(packed.chunks_exact_mut(PAGE_SIZE))
+            .zip(&mut lens)
+        {
+            *len = codec.compress(p, slot).unwrap_or(0);
+        }
+        for ((p, slot), &len) in pages
+            .chunks_exact(PAGE_SIZE)
+            .zip(packed.chunks_exact(PAGE_SIZE))
+            .zip(&lens)
+        {
+            if len == 0 {
+                back.copy_from_slice(p);
+            } else {
+                codec.decompress(&slot[..len], &mut back).expect("own output decodes");
+                assert_eq!(back, p, "round trip");
+            }
+            std::hint::black_box(&back);
+        }
+        best = best.min(t.elapsed());
+    }
+    let stored = lens.iter().map(|&l| if l == 0 { PAGE_SIZE } else { l }).sum();
+    (stored, best)
+}
