@@ -1,0 +1,261 @@
+//! Carrying out the policy's evictions: a resident page taken out of the
+//! region (moved to its shadow slot, or copied out under write
+//! protection), then handed to the helper's ring, compressed into the
+//! store, or written to the swap file; and spills of compressed pages to
+//! disk. The fault path in the parent module calls [`Pager::run_actions`]
+//! after telling the policy of a touch.
+
+use std::sync::atomic::Ordering;
+
+use ccvm_codec::PAGE_SIZE;
+use ccvm_policy::{Action, Level};
+use ccvm_store::{StoreError, Stored};
+
+use super::{fatal, PageState, Pager, Target};
+
+impl Pager {
+    pub(super) fn run_actions(&mut self) {
+        let mut i = 0;
+        while i < self.actions.len() {
+            let action = self.actions[i];
+            i += 1;
+            self.act(action);
+        }
+        self.actions.clear();
+    }
+
+    /// Takes a resident page out of the region: moved into its shadow
+    /// slot, or, where the kernel cannot move it, copied out under write
+    /// protection and dropped (see the module docs). Returns where its
+    /// bytes now are.
+    pub(super) fn evict(&mut self, page: usize) -> Option<Target> {
+        let addr = self.addr(page);
+        if matches!(self.state[page], PageState::Trapped) {
+            self.evicted_one(page);
+            return Some(Target::Frame(page));
+        }
+        if !self.protections.readable(page) {
+            // PROT_NONE, or no longer the region's: it cannot be copied out.
+            return None;
+        }
+        let movable = self.protections.read_write(page);
+        if !movable && self.parts.uffd.writes_async() {
+            // Write protection would not stop a writer (see `written`).
+            return None;
+        }
+        if let Some(frames) = self.frames.as_mut().filter(|_| movable) {
+            let mut parked = frames.park(&self.parts.uffd, page, addr).is_ok();
+            if !parked && self.parts.uffd.writes_async() {
+                // Protection would not stop a writer here (see the
+                // `written` module). The kernel refuses to move a page
+                // shared with a forked child: writing nothing to it makes
+                // it this process's own, and then it moves. One pinned by
+                // a device or I/O stays.
+                // SAFETY: a resident page of the region, mapped writable; a
+                // compare-and-swap of a word with itself changes no byte
+                // another thread sees, but is a write to the CPU (an add of
+                // 0 would be compiled to a load).
+                let word = unsafe { &*(addr as *const std::sync::atomic::AtomicU64) };
+                let v = word.load(Ordering::Relaxed);
+                let _ = word.compare_exchange(v, v, Ordering::SeqCst, Ordering::Relaxed);
+                parked = frames.park(&self.parts.uffd, page, addr).is_ok();
+                if !parked {
+                    return None;
+                }
+            }
+            if parked {
+                self.evicted_one(page);
+                return Some(Target::Frame(page));
+            }
+        }
+        self.evicted_one(page);
+        if let Err(e) = self.parts.uffd.write_protect(addr, PAGE_SIZE) {
+            fatal(format!("userfaultfd write-protect: {e}"));
+        }
+        if crate::uffd::mapped(addr, PAGE_SIZE) == Some(false) {
+            // Dropped by the program (`MADV_DONTNEED`): it reads as zeros,
+            // and reading it here would fault on the region.
+            self.page.fill(0);
+            return Some(Target::Buffer);
+        }
+        // SAFETY: the page is mapped (resident) and write-protected, so no
+        // thread changes it while it is copied.
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, self.page.as_mut_ptr(), PAGE_SIZE) };
+        // SAFETY: a page-aligned range of our own mapping.
+        if unsafe { crate::sys_madvise(addr as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
+            fatal(format!("madvise: {}", std::io::Error::last_os_error()));
+        }
+        Some(Target::Buffer)
+    }
+
+    /// Resident page `page` has left memory.
+    pub(super) fn evicted_one(&mut self, page: usize) {
+        self.resident -= 1;
+        if let Some(traps) = &mut self.traps {
+            traps.evicted(page as u64);
+        }
+    }
+
+    /// The bytes of an evicted page, detached from `self` so that the
+    /// store and swap file can be lent them. Valid until the next fault
+    /// or eviction reuses the buffer or frame.
+    pub(super) fn evicted<'a>(&mut self, target: Target) -> &'a [u8] {
+        let bytes = self.target_bytes(target);
+        // SAFETY: our buffer or a frame in a shadow slot, which nothing
+        // writes while the eviction that filled it is carried out.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr(), PAGE_SIZE) }
+    }
+
+    /// The evicted page's bytes in `target` are no longer needed: a frame
+    /// becomes spare.
+    pub(super) fn done_with(&mut self, target: Target) {
+        if let (Target::Frame(slot), Some(frames)) = (target, &mut self.frames) {
+            frames.release(slot);
+        }
+    }
+
+    pub(super) fn write_swap(&mut self, page: usize, stored: Stored, bytes: &[u8]) {
+        let bytes = match stored {
+            Stored::Same(_) => &[],
+            Stored::Compressed(n) => &bytes[..n],
+            Stored::Raw => bytes,
+        };
+        match self.parts.swap.write(page as u64, stored, bytes) {
+            Ok(slot) => self.state[page] = PageState::Disk(self.disk.put(slot)),
+            Err(e) => fatal(e),
+        }
+        let mut moved = std::mem::take(&mut self.moved);
+        if let Err(e) = self.parts.swap.clean(&mut moved) {
+            fatal(e);
+        }
+        for (p, slot) in moved.drain(..) {
+            match self.state[p as usize] {
+                PageState::Disk(i) => self.disk.set(i, slot),
+                _ => debug_assert!(false, "a page moved in the swap file is on disk"),
+            }
+        }
+        self.moved = moved;
+    }
+
+    pub(super) fn act(&mut self, action: Action) {
+        match action {
+            Action::Compress(p) | Action::SwapOut(p)
+                if self.pinned(p as usize) && self.pinned_streak <= self.resident + 16 =>
+            {
+                self.keep_mapped(action);
+            }
+            Action::Compress(p) => {
+                let page = p as usize;
+                let Some(target) = self.evict(page) else {
+                    return self.keep_mapped(action);
+                };
+                let bytes = self.evicted(target);
+                if let Some(t) = &mut self.parts.trace {
+                    if let Err(e) = t.image(p, bytes) {
+                        fatal(format!("writing the trace: {e}"));
+                    }
+                }
+                match &mut self.helper {
+                    Some(helper) if helper.has_room() => {
+                        helper.push(p, bytes);
+                        self.state[page] = PageState::Pending;
+                    }
+                    _ => self.compress(page, bytes),
+                }
+                self.done_with(target);
+            }
+            Action::SwapOut(p) => {
+                let page = p as usize;
+                let Some(target) = self.evict(page) else {
+                    return self.keep_mapped(action);
+                };
+                let bytes = self.evicted(target);
+                // The trace keeps every evicted image, so that a replay
+                // compressing this page later compresses what it held.
+                if let Some(t) = &mut self.parts.trace {
+                    if let Err(e) = t.image(p, bytes) {
+                        fatal(format!("writing the trace: {e}"));
+                    }
+                }
+                self.write_swap(page, Stored::Raw, bytes);
+                self.stats.pages_swapped_raw += 1;
+                self.done_with(target);
+            }
+            Action::Watch(p) => {
+                let page = p as usize;
+                // Only a mapped page: any other faults at its next touch anyway.
+                if matches!(self.state[page], PageState::Uncompressed) && self.park(page) {
+                    self.stats.pages_watched += 1;
+                }
+            }
+            Action::Spill(p) => {
+                let page = p as usize;
+                let stored = match self.parts.store.take_stored(p, &mut self.payload) {
+                    Ok(s) => s,
+                    Err(e) => fatal(format!("compression cache lost page {page}: {e}")),
+                };
+                // SAFETY: the payload buffer is not written until the next
+                // spill or disk read, after this write.
+                let payload = unsafe { std::slice::from_raw_parts(self.payload.as_ptr(), PAGE_SIZE) };
+                self.write_swap(page, stored, payload);
+                self.stats.pages_spilled += 1;
+            }
+        }
+    }
+
+    /// Eviction `action` (`Compress` or `SwapOut`) of a page that must stay
+    /// mapped: a system call is using it (see `crate::pins`), or the kernel
+    /// would not move it. The policy hears that it was written to disk and
+    /// touched again at once, which is what it would have seen had the
+    /// page left and faulted back.
+    pub(super) fn keep_mapped(&mut self, action: Action) {
+        let (Action::Compress(p) | Action::SwapOut(p)) = action else {
+            return;
+        };
+        self.pinned_streak += 1;
+        if self.pinned_streak > 2 * self.resident + 64 {
+            // Every resident page refused to leave: stopping beats looping.
+            fatal("the kernel refuses to move any resident page out of the heap; run without --write-scan");
+        }
+        if matches!(action, Action::Compress(_)) {
+            self.parts.policy.swapped_instead(p);
+        }
+        self.stats.evictions_pinned += 1;
+        self.parts.policy.touch(p, Level::Disk, &mut self.actions);
+    }
+
+    /// Puts the evicted page's `bytes` into the cache, spilling to make
+    /// room as the policy chooses, or to disk raw if it cannot fit.
+    pub(super) fn compress(&mut self, page: usize, bytes: &[u8]) {
+        loop {
+            match self.parts.store.put(page as u64, bytes) {
+                Ok(len) => return self.compressed(page, len),
+                Err(StoreError::Full { .. } | StoreError::OutOfMemory) => {
+                    let mut spills = Vec::new();
+                    if !self.parts.policy.make_room(&mut spills) {
+                        self.write_swap(page, Stored::Raw, bytes);
+                        self.parts.policy.swapped_instead(page as u64);
+                        self.stats.pages_swapped_raw += 1;
+                        return;
+                    }
+                    for s in spills {
+                        self.act(s);
+                    }
+                }
+                Err(e) => fatal(e),
+            }
+        }
+    }
+
+    /// `page` is in the store, in `len` bytes: counts it and tells the
+    /// policy.
+    pub(super) fn compressed(&mut self, page: usize, len: usize) {
+        self.state[page] = PageState::Compressed;
+        self.stats.pages_compressed += 1;
+        self.stats.bytes_in += PAGE_SIZE as u64;
+        self.stats.bytes_out += len as u64;
+        self.parts
+            .policy
+            .compressed(page as u64, crate::CHARGE.of(len), &mut self.actions);
+    }
+}
