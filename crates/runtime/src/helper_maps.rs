@@ -95,9 +95,21 @@ fn left_out(own: &str) -> Vec<(usize, usize)> {
 
 /// One line of `/proc/PID/maps`, if its mapping is to be left out.
 fn parse(line: &str, own: &str) -> Option<(usize, usize)> {
-    let mut fields = line.split_whitespace();
-    let (range, perms) = (fields.next()?, fields.next()?);
-    let path = fields.nth(3)?;
+    let mut rest = line;
+    let mut field = || {
+        let t = rest.trim_start();
+        let end = t.find(char::is_whitespace).unwrap_or(t.len());
+        rest = &t[end..];
+        &t[..end]
+    };
+    let (range, perms) = (field(), field());
+    (0..3).for_each(|_| {
+        field();
+    });
+    // The path is the rest of the line: it may hold spaces, and ends in
+    // " (deleted)" once its file is gone.
+    let path = rest.trim();
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
     if perms != "rw-p" || !path.starts_with('/') || path == own {
         return None;
     }
@@ -118,8 +130,17 @@ mod tests {
 
     #[test]
     fn only_other_objects_writable_file_data_is_left_out() {
-        let own = "/usr/bin/ccvm";
+        let own = "/tmp/a dir/libccvm_preload-1.so";
         let lines = [
+            ("5000-5100 rw-p 00001000 fe:00 6 /tmp/a dir/libccvm_preload-1.so", None),
+            (
+                "5100-5200 rw-p 00001000 fe:00 6 /tmp/a dir/libccvm_preload-1.so (deleted)",
+                None,
+            ),
+            (
+                "5200-5300 rw-p 00001000 fe:00 7 /tmp/a dir/libother.so",
+                Some((0x5200, 0x5300)),
+            ),
             (
                 "5600-5700 rw-p 0000a000 fe:00 1 /usr/lib/libpython3.11.so.1.0",
                 Some((0x5600, 0x5700)),
@@ -130,7 +151,7 @@ mod tests {
                 "5900-5a00 rw-p 001d3000 fe:00 3 /usr/lib/x86_64-linux-gnu/libc.so.6",
                 None,
             ),
-            ("5a00-5b00 rw-p 00001000 fe:00 4 /usr/bin/ccvm", None),
+            ("5a00-5b00 rw-p 00001000 fe:00 4 /usr/bin/ccvm", Some((0x5a00, 0x5b00))),
             ("5b00-5c00 rw-p 00000000 00:00 0 [heap]", None),
             (
                 "5c00-5d00 rw-p 00002000 fe:00 5 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
