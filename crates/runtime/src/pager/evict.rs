@@ -144,27 +144,7 @@ impl Pager {
             {
                 self.keep_mapped(action);
             }
-            Action::Compress(p) => {
-                let page = p as usize;
-                let Some(target) = self.evict(page) else {
-                    return self.keep_mapped(action);
-                };
-                let bytes = self.evicted(target);
-                if let Some(t) = &mut self.parts.trace {
-                    if let Err(e) = t.image(p, bytes) {
-                        fatal(format!("writing the trace: {e}"));
-                    }
-                }
-                match &mut self.helper {
-                    Some(helper) if helper.has_room() => {
-                        helper.push(p, bytes);
-                        self.state[page] = PageState::Pending;
-                    }
-                    _ => self.compress(page, bytes),
-                }
-                self.done_with(target);
-            }
-            Action::SwapOut(p) => {
+            Action::Compress(p) | Action::SwapOut(p) => {
                 let page = p as usize;
                 let Some(target) = self.evict(page) else {
                     return self.keep_mapped(action);
@@ -177,8 +157,17 @@ impl Pager {
                         fatal(format!("writing the trace: {e}"));
                     }
                 }
-                self.write_swap(page, Stored::Raw, bytes);
-                self.stats.pages_swapped_raw += 1;
+                match (&mut self.helper, action) {
+                    (_, Action::SwapOut(_)) => {
+                        self.write_swap(page, Stored::Raw, bytes);
+                        self.stats.pages_swapped_raw += 1;
+                    }
+                    (Some(helper), _) if helper.has_room() => {
+                        helper.push(p, bytes);
+                        self.state[page] = PageState::Pending;
+                    }
+                    _ => self.compress(page, bytes),
+                }
                 self.done_with(target);
             }
             Action::Watch(p) => {
