@@ -11,6 +11,7 @@ compressed with the zstd command-line tool: <name>.pages.zst.
 
 Must run as root (pagemap's present bit and /proc/PID/mem of another
 process need it). Needs python3, gcc, node, java/javac and sqlite3.
+The byte-oriented sources need vim and zstd as well.
 
 The Go, Rust and Perl sources need go, rustc and perl as well.
 Usage: sudo python3 corpus/capture.py [--out corpus/pages] [--pages 1024] [--only NAME]...
@@ -198,6 +199,91 @@ func main() {
 }
 """
 
+# Byte-oriented sources: text the project generates (a seeded word model and
+# log-line templates; no user data), held by an editor, a compressor, a
+# database with text keys and a browser-like string heap.
+WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which but have an they "
+    "you were her she there been one all we their has would when if so no will more what up out can said about "
+    "other into than its time only could new them man some these then two first may any like now my such make "
+    "over our even most me state after also made many did must before back see through way where get much go well "
+    "your know should down work year because come people just say each those take day good how long little use "
+    "memory page cache compressed swap kernel fault program process thread buffer queue server request response "
+    "client session user account order invoice payment customer product price total report module function value "
+    "error warning debug info connection timeout retry database index table column query result status config"
+).split()
+
+
+def text_lines(seed, count):
+    """Yield `count` generated lines: prose sentences and log records."""
+    import random
+    rnd = random.Random(seed)
+    weights = [1.0 / (i + 1) for i in range(len(WORDS))]
+    paths = ["/api/v1/users", "/api/v1/orders", "/static/app.js", "/login", "/search", "/cart/checkout"]
+    for i in range(count):
+        if rnd.random() < 0.45:
+            n = rnd.randint(6, 24)
+            words = rnd.choices(WORDS, weights, k=n)
+            line = " ".join(words).capitalize() + rnd.choice([".", ".", ".", "?", ";"])
+        else:
+            line = (f"2026-{rnd.randint(1, 12):02d}-{rnd.randint(1, 28):02d}T{rnd.randint(0, 23):02d}:"
+                    f"{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d}.{rnd.randint(0, 999):03d}Z "
+                    f"{rnd.choice(['INFO', 'INFO', 'WARN', 'DEBUG', 'ERROR'])} "
+                    f"10.{rnd.randint(0, 255)}.{rnd.randint(0, 255)}.{rnd.randint(1, 254)} "
+                    f"\"{rnd.choice(['GET', 'GET', 'POST', 'PUT'])} {rnd.choice(paths)}?id={rnd.randint(1, 99999)}\" "
+                    f"{rnd.choice([200, 200, 200, 304, 404, 500])} {rnd.randint(100, 90000)} "
+                    f"user={rnd.choice(WORDS)}{rnd.randint(1, 5000)} "
+                    + " ".join(rnd.choices(WORDS, weights, k=rnd.randint(2, 8))))
+        yield line + "\n"
+
+
+def write_text(path, seed, count):
+    with open(path, "w") as f:
+        f.writelines(text_lines(seed, count))
+
+
+SQLITE_TEXT = """PRAGMA cache_size=-160000;
+CREATE TABLE pages(url TEXT PRIMARY KEY, title TEXT, author TEXT, body TEXT) WITHOUT ROWID;
+.import --csv {csv} pages
+CREATE INDEX pages_title ON pages(title);
+CREATE INDEX pages_author ON pages(author, url);
+SELECT count(*), sum(length(body)) FROM pages;
+SELECT url FROM pages WHERE title LIKE 'memory%' LIMIT 3;
+.print ready
+"""
+
+
+def write_sqlite_csv(path, seed, rows):
+    import csv
+    import random
+    rnd = random.Random(seed + 1)
+    lines = text_lines(seed, rows * 3)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        for i in range(rows):
+            title = next(lines).strip()[:60]
+            body = next(lines).strip() + " " + next(lines).strip()
+            url = f"https://{rnd.choice(WORDS)}.example.org/{rnd.choice(WORDS)}/{i * 7919 % 1000003}/{rnd.choice(WORDS)}.html"
+            w.writerow([url, title, f"{rnd.choice(WORDS).title()} {rnd.choice(WORDS).title()}", body])
+
+
+NODE_STRINGS = r"""
+const fs = require("fs");
+const lines = fs.readFileSync(process.argv[1], "latin1").split("\n");
+const docs = new Map();
+const dom = [];
+for (let i = 0; i + 4 < lines.length; i += 4) {
+  const url = "https://site" + (i % 97) + ".example.org/doc/" + i;
+  const html = "<article id=\"a" + i + "\"><h2>" + lines[i] + "</h2><p class=\"lead\">" + lines[i + 1] +
+    "</p><p>" + lines[i + 2] + "</p><footer>" + lines[i + 3] + "</footer></article>";
+  docs.set(url, html);
+  if (i % 8 === 0) dom.push({ tag: "li", text: lines[i + 1].slice(0, 40), href: url });
+}
+console.log("ready");
+process.stdin.resume();
+"""
+
+
 # A generated crate for rustc to compile: many items, generics and strings,
 # so that its arenas, interners and query caches fill its heap.
 def rust_source(n):
@@ -354,6 +440,52 @@ def capture_go(work, limit):
     return capture_ready([exe], limit)
 
 
+def capture_vim(work, limit):
+    """An editor holding a generated 120 MiB document in its buffer."""
+    path = os.path.join(work, "document.txt")
+    write_text(path, 11, 1_100_000)
+    import pty
+    main_fd, term = pty.openpty()  # vim's Ex mode quits at once without a terminal
+    try:
+        return capture_growing(["vim", "-u", "NONE", "-i", "NONE", "-N", "-n", "-es", "-c", "sleep 600", path],
+                               "vim", limit, 80 << 20, stdin=term, stdout=term, stderr=term)
+    finally:
+        os.close(term)
+        os.close(main_fd)
+
+
+def capture_zstd(work, limit):
+    """A compressor's own buffers: zstd with a 128 MiB window over generated text."""
+    path = os.path.join(work, "stream.txt")
+    write_text(path, 13, 1_400_000)
+    return capture_growing(["zstd", "-q", "-5", "--long=27", "-T1", "-c", "-f", path], "zstd", limit, 110 << 20,
+                           stdout=subprocess.DEVNULL)
+
+
+def capture_sqlite_text(work, limit):
+    """A database with text keys: an in-memory table of pages keyed by URL."""
+    csv_path = os.path.join(work, "pages.csv")
+    write_sqlite_csv(csv_path, 17, 300_000)
+    proc = subprocess.Popen(["sqlite3", ":memory:"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        proc.stdin.write(SQLITE_TEXT.format(csv=csv_path).encode())
+        proc.stdin.flush()
+        while not proc.stdout.readline().startswith(b"ready"):
+            pass
+        os.kill(proc.pid, signal.SIGSTOP)
+        return dump(proc.pid, limit)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def capture_node_strings(work, limit):
+    """A browser-like string heap: generated HTML fragments keyed by URL."""
+    path = os.path.join(work, "lines.txt")
+    write_text(path, 19, 900_000)
+    return capture_ready(["node", "-e", NODE_STRINGS, path], limit)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "pages"))
@@ -385,6 +517,10 @@ def main():
                 ["rustc", "--edition", "2021", "--crate-type", "lib", "-O", "-o", os.path.join(work, "big.rlib"),
                  os.path.join(work, "big.rs")], "rustc", args.pages, 400 << 20),
             "perl-hash": lambda: capture_ready(["perl", "-e", PERL_HASH], args.pages),
+            "vim-document": lambda: capture_vim(work, args.pages),
+            "zstd-window": lambda: capture_zstd(work, args.pages),
+            "sqlite-text": lambda: capture_sqlite_text(work, args.pages),
+            "node-strings": lambda: capture_node_strings(work, args.pages),
         }
         unknown = [n for n in args.only if n not in sources]
         if unknown:

@@ -10,6 +10,12 @@
 //! (10^6 bytes); "symmetric" divides the bytes by the time to compress *and*
 //! decompress them, the figure that matters for compressed caching (paper
 //! 003, §4.4.1).
+//!
+//! When LZ4 is among the codecs, the table ends with each codec's worst
+//! program: its ratio there as a fraction of LZ4's on the same pages. An
+//! overall ratio can hide a program a codec loses on (a word model on byte
+//! strings); the worst program is what a program the corpus does not hold
+//! can expect, so it is printed beside the mean.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -25,8 +31,9 @@ use crate::report::{self, Row};
 
 /// What to measure.
 pub struct Options {
-    /// Corpus folder; `None` for the bundled corpus.
-    pub corpus: Option<PathBuf>,
+    /// Corpus folders, their files measured together; empty for the
+    /// bundled corpus.
+    pub corpus: Vec<PathBuf>,
     /// Codec names; empty for every general-purpose codec.
     pub codecs: Vec<String>,
     /// Timed passes; the best is kept.
@@ -238,12 +245,12 @@ pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
         );
     }
     let codecs = selected(&opts.codecs)?;
-    let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
-    let mut files = ccvm_corpus::load_dir(&dir)?;
+    let mut files = load_corpus(&opts.corpus)?;
     let memory_files = files.len();
     // Delta16 is made for sensor samples, not memory: give it its data too.
     if codecs.iter().any(|c| c.name == "delta16") {
         files.push(ccvm_corpus::sensor::pages(256, 1));
+        debug_assert_eq!(files.last().map(|f| f.name.as_str()), Some(SENSOR));
     }
     let progress = ProgressBar::with_draw_target(
         Some((files.len() * codecs.len()) as u64 * opts.passes as u64),
@@ -283,10 +290,13 @@ pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
 pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     let mut rows = measure_all(opts)?;
     if format == Format::Table {
-        let dir = opts.corpus.clone().unwrap_or_else(ccvm_corpus::default_dir);
         eprintln!(
             "corpus {}, {}-byte blocks, one thread, best of {} passes, {}",
-            dir.display(),
+            corpus_dirs(&opts.corpus)
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + "),
             opts.block,
             opts.passes,
             cpu_name()
@@ -294,7 +304,122 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     }
     // Group the summary rows at the end for reading.
     rows.sort_by_key(|r| r.file == "all");
-    report::print(&rows, format)
+    report::print(&rows, format)?;
+    if format == Format::Table {
+        let worst = worst_programs(&rows);
+        if !worst.is_empty() {
+            println!();
+            report::print(&worst, format)?;
+        }
+    }
+    Ok(())
+}
+
+/// The folders `dirs` names, or the bundled corpus when it names none.
+fn corpus_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if dirs.is_empty() {
+        vec![ccvm_corpus::default_dir()]
+    } else {
+        dirs.to_vec()
+    }
+}
+
+/// Every page file of `dirs` (the bundled corpus when empty), in folder
+/// order. Two files of one name would make the per-program rows ambiguous.
+fn load_corpus(dirs: &[PathBuf]) -> anyhow::Result<Vec<PageFile>> {
+    let mut files: Vec<PageFile> = Vec::new();
+    for dir in corpus_dirs(dirs) {
+        for file in ccvm_corpus::load_dir(&dir)? {
+            if files.iter().any(|f| f.name == file.name) {
+                bail!(
+                    "two corpus files are named {} (the second in {}): give folders whose files differ",
+                    file.name,
+                    dir.display()
+                );
+            }
+            files.push(file);
+        }
+    }
+    Ok(files)
+}
+
+/// The generated sensor file's name: not a program, so never a worst one.
+const SENSOR: &str = "sensor (generated)";
+
+/// A codec's worst program against LZ4 measured in the same run.
+#[derive(Serialize)]
+struct Worst {
+    codec: String,
+    ratio: f64,
+    ratio_vs_lz4: f64,
+    symmetric_vs_lz4: f64,
+    worst_program: String,
+    worst_vs_lz4: f64,
+    below_lz4: usize,
+    programs: usize,
+}
+
+impl Row for Worst {
+    fn headers() -> &'static [&'static str] {
+        &[
+            "codec",
+            "worst program",
+            "ratio",
+            "× lz4",
+            "worst × lz4",
+            "programs below lz4",
+            "symmetric × lz4",
+        ]
+    }
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.codec.clone(),
+            self.worst_program.clone(),
+            format!("{:.3}", self.ratio),
+            format!("{:.3}", self.ratio_vs_lz4),
+            format!("{:.3}", self.worst_vs_lz4),
+            format!("{} of {}", self.below_lz4, self.programs),
+            format!("{:.2}", self.symmetric_vs_lz4),
+        ]
+    }
+}
+
+/// Each codec's worst program by its ratio over LZ4's on the same file,
+/// from the rows of one run; empty when LZ4 was not measured.
+fn worst_programs(rows: &[Measurement]) -> Vec<Worst> {
+    let lz4 = |file: &str| rows.iter().find(|r| r.codec == "lz4" && r.file == file);
+    let Some(lz4_all) = lz4("all") else {
+        return Vec::new();
+    };
+    let mut codecs: Vec<&str> = Vec::new();
+    for r in rows {
+        if !codecs.contains(&r.codec.as_str()) {
+            codecs.push(&r.codec);
+        }
+    }
+    codecs
+        .into_iter()
+        .filter_map(|codec| {
+            let all = rows.iter().find(|r| r.codec == codec && r.file == "all")?;
+            let per_file: Vec<(&str, f64)> = rows
+                .iter()
+                .filter(|r| r.codec == codec && r.file != "all" && r.file != SENSOR)
+                .filter_map(|r| Some((r.file.as_str(), r.ratio / lz4(&r.file)?.ratio)))
+                .collect();
+            let &(worst_program, worst_vs_lz4) = per_file.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+            Some(Worst {
+                codec: codec.to_string(),
+                ratio: all.ratio,
+                ratio_vs_lz4: all.ratio / lz4_all.ratio,
+                symmetric_vs_lz4: all.symmetric_mbps / lz4_all.symmetric_mbps,
+                worst_program: worst_program.to_string(),
+                worst_vs_lz4,
+                below_lz4: per_file.iter().filter(|p| p.1 < 1.0).count(),
+                programs: per_file.len(),
+            })
+        })
+        .collect()
 }
 
 /// The processor's model name, for the report header.

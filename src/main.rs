@@ -702,9 +702,10 @@ struct TraceArgs {
 
 #[derive(Args)]
 struct BenchCodecsArgs {
-    /// Folder of page files (whole 4096-byte pages; .zst files are decompressed). Default: the bundled corpus.
+    /// Folder of page files (whole 4096-byte pages; .zst files are decompressed); repeat it to measure the files of
+    /// several folders together. Default: the bundled corpus.
     #[arg(long)]
-    corpus: Option<PathBuf>,
+    corpus: Vec<PathBuf>,
     /// Codec to measure (repeatable). Default: every general-purpose codec.
     #[arg(long = "codec", value_name = "NAME", value_parser = args::codec)]
     codecs: Vec<String>,

@@ -9,8 +9,9 @@
 //! LZO1X-1 measured on the same pages in the same run. The worst program
 //! is what a program the project does not hold can expect.
 //!
-//! `cargo run --release -p ccvm-codec --example held_out [CORPUS_DIR]`
-//! (default: `corpus/large` beside `corpus/pages`).
+//! `cargo run --release -p ccvm-codec --example held_out [CORPUS_DIR...]`
+//! (default: `corpus/large` beside `corpus/pages`; several folders are
+//! judged as one set of programs).
 
 #[allow(dead_code)] // only the round trips
 mod common;
@@ -45,11 +46,20 @@ fn measure(codec: &mut dyn Codec, pages: &[u8]) -> Total {
 }
 
 fn main() {
-    let dir = std::env::args().nth(1).map(Into::into).unwrap_or_else(|| {
+    let mut dirs: Vec<std::path::PathBuf> = std::env::args().skip(1).map(Into::into).collect();
+    if dirs.is_empty() {
         let pages = ccvm_corpus::default_dir();
-        pages.parent().expect("corpus/pages has a parent").join("large")
-    });
-    let files = ccvm_corpus::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+        dirs.push(pages.parent().expect("corpus/pages has a parent").join("large"));
+    }
+    let files: Vec<_> = dirs
+        .iter()
+        .flat_map(|d| ccvm_corpus::load_dir(d).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let dir = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
     assert!(files.len() >= 2, "leaving one out needs two programs or more");
     let pairs: Vec<(usize, usize)> = [1024, 1280, 1408, 1536, 1792, 2048]
         .into_iter()
@@ -73,7 +83,7 @@ fn main() {
     println!(
         "{} programs from {}; hybrid thresholds chosen on the others, judged on the one left out",
         files.len(),
-        dir.display()
+        dir
     );
     println!(
         "{:18} {:>11} {:>7} {:>7} {:>7} {:>9} {:>9}",

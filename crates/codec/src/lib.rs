@@ -12,7 +12,8 @@
 //! the cache-line codecs it is compared with, [`fpc::Fpc`] (Alameldeen and
 //! Wood 2004), [`bdi::Bdi`] (Pekhimenko et al. 2012) and [`xmatch::XMatch`]
 //! (Kjelsø, Gooch and Jones 1996),
-//! [`delta16::Delta16`] (§5.4), [`exepack2::Exepack2`] and
+//! [`delta16::Delta16`] (§5.4), [`exepack2::Exepack2`] (with a fast
+//! greedy encoder for its format, [`exepack2::Exepack2Fast`]) and
 //! [`iterated::Iterated`] (Wynn and Wu 2000, §3.2 and §2.2), ccvm's own
 //! [`wordlz::WordLz`] (LZ matches with WK-coded literal words) and
 //! [`hybrid::Hybrid`] (WKdm with an LZ4 fallback), and baselines that wrap

@@ -1,8 +1,21 @@
 //! Finding codecs by name.
 
 use crate::{
-    baseline, bdi::Bdi, copy::Copy, cpack::CPack, delta16::Delta16, exepack2::Exepack2, fpc::Fpc, hybrid::Hybrid,
-    iterated::Iterated, lzrw1::Lzrw1, pbpm::Pbpm, wk, wordlz::WordLz, xmatch::XMatch, Codec,
+    baseline,
+    bdi::Bdi,
+    copy::Copy,
+    cpack::CPack,
+    delta16::Delta16,
+    exepack2::{Exepack2, Exepack2Fast},
+    fpc::Fpc,
+    hybrid::Hybrid,
+    iterated::Iterated,
+    lzrw1::Lzrw1,
+    pbpm::Pbpm,
+    wk,
+    wordlz::WordLz,
+    xmatch::XMatch,
+    Codec,
 };
 
 /// A codec's name, what it is, and how to make one.
@@ -92,6 +105,12 @@ pub const CODECS: &[CodecInfo] = &[
         about: "Exepack2: OS/2's byte-granular LZ77 page format (paper 004 §3.2)",
         general: true,
         make: || Box::new(Exepack2::new()),
+    },
+    CodecInfo {
+        name: "exepack2-fast",
+        about: "Exepack2's format with a fast greedy encoder (one hash probe per position)",
+        general: true,
+        make: || Box::new(Exepack2Fast::new()),
     },
     CodecInfo {
         name: "iterated",

@@ -23,6 +23,10 @@
 //! walks hash chains 32 deep and picks, for each match, the token that
 //! saves the most bytes.
 
+mod fast;
+
+pub use fast::Exepack2Fast;
+
 use crate::{valid_block_len, Codec, CompressError, DecodeError, MAX_BLOCK};
 
 const HASH_BITS: u32 = 12;
@@ -199,112 +203,122 @@ impl Codec for Exepack2 {
     }
 
     fn decompress(&mut self, input: &[u8], block: &mut [u8]) -> Result<(), DecodeError> {
-        if !valid_block_len(block.len()) {
-            return Err(DecodeError::BlockSize(block.len()));
-        }
-        let n = block.len();
-        let (mut i, mut o) = (0usize, 0usize);
-        let byte = |i: usize| input.get(i).copied().ok_or(DecodeError::Truncated);
-        loop {
-            let b0 = byte(i)? as u32;
-            let (nroots, len, offset);
-            match b0 & 3 {
-                0 if b0 != 0 => {
-                    let k = (b0 >> 2) as usize;
-                    let src = input.get(i + 1..i + 1 + k).ok_or(DecodeError::Truncated)?;
-                    let dst = block
-                        .get_mut(o..o + k)
-                        .ok_or(DecodeError::Corrupt("literals run past the block"))?;
-                    dst.copy_from_slice(src);
-                    i += 1 + k;
-                    o += k;
-                    continue;
-                }
-                0 => {
-                    let (count, fill) = (byte(i + 1)? as usize, byte(i + 2)?);
-                    i += 3;
-                    if count == 0 {
-                        if o != n {
-                            return Err(DecodeError::Truncated);
-                        }
-                        if i != input.len() {
-                            return Err(DecodeError::TrailingBytes(input.len() - i));
-                        }
-                        return Ok(());
-                    }
-                    block
-                        .get_mut(o..o + count)
-                        .ok_or(DecodeError::Corrupt("run goes past the block"))?
-                        .fill(fill);
-                    o += count;
-                    continue;
-                }
-                1 => {
-                    let v = b0 | (byte(i + 1)? as u32) << 8;
-                    i += 2;
-                    (nroots, len, offset) = ((v >> 2 & 3) as usize, (v >> 4 & 7) as usize + 3, (v >> 7) as usize);
-                }
-                2 => {
-                    let v = b0 | (byte(i + 1)? as u32) << 8;
-                    i += 2;
-                    (nroots, len, offset) = (0, (v >> 2 & 3) as usize + 3, (v >> 4) as usize);
-                }
-                _ => {
-                    let v = b0 | (byte(i + 1)? as u32) << 8 | (byte(i + 2)? as u32) << 16;
-                    i += 3;
-                    (nroots, len, offset) = ((v >> 2 & 15) as usize, (v >> 6 & 63) as usize + 3, (v >> 12) as usize);
-                }
-            }
-            // Fast path, far from both ends: the roots (at most 15) as one
-            // 16-byte copy, and a copy whose source lies at least 8 bytes
-            // back as 8-byte chunks, each reading only bytes already
-            // written; the bytes written past the token's end are
-            // overwritten by the tokens after it. The exact path below
-            // does the same near the ends and for short offsets.
-            if i + 16 <= input.len() && o + 16 + 72 <= n {
-                block[o..o + 16].copy_from_slice(&input[i..i + 16]);
-                i += nroots;
-                o += nroots;
-                if offset == 0 || offset > o {
-                    return Err(DecodeError::Corrupt("copy reaches before the block"));
-                }
-                if offset >= 8 {
-                    let mut k = 0;
-                    while k < len {
-                        let chunk: [u8; 8] = block[o - offset + k..o - offset + k + 8].try_into().expect("8 bytes");
-                        block[o + k..o + k + 8].copy_from_slice(&chunk);
-                        k += 8;
-                    }
-                    o += len;
-                    continue;
-                }
-                for j in o..o + len {
-                    block[j] = block[j - offset];
-                }
-                o += len;
+        decode(input, block)
+    }
+}
+
+/// Decodes one Exepack2 block of `input` into `block`, whichever encoder
+/// made it (the format is one; see the [module docs](self)).
+///
+/// # Errors
+///
+/// [`DecodeError`] when `input` is not a whole block of `block`'s length.
+pub(crate) fn decode(input: &[u8], block: &mut [u8]) -> Result<(), DecodeError> {
+    if !valid_block_len(block.len()) {
+        return Err(DecodeError::BlockSize(block.len()));
+    }
+    let n = block.len();
+    let (mut i, mut o) = (0usize, 0usize);
+    let byte = |i: usize| input.get(i).copied().ok_or(DecodeError::Truncated);
+    loop {
+        let b0 = byte(i)? as u32;
+        let (nroots, len, offset);
+        match b0 & 3 {
+            0 if b0 != 0 => {
+                let k = (b0 >> 2) as usize;
+                let src = input.get(i + 1..i + 1 + k).ok_or(DecodeError::Truncated)?;
+                let dst = block
+                    .get_mut(o..o + k)
+                    .ok_or(DecodeError::Corrupt("literals run past the block"))?;
+                dst.copy_from_slice(src);
+                i += 1 + k;
+                o += k;
                 continue;
             }
-            let src = input.get(i..i + nroots).ok_or(DecodeError::Truncated)?;
-            block
-                .get_mut(o..o + nroots)
-                .ok_or(DecodeError::Corrupt("literals run past the block"))?
-                .copy_from_slice(src);
+            0 => {
+                let (count, fill) = (byte(i + 1)? as usize, byte(i + 2)?);
+                i += 3;
+                if count == 0 {
+                    if o != n {
+                        return Err(DecodeError::Truncated);
+                    }
+                    if i != input.len() {
+                        return Err(DecodeError::TrailingBytes(input.len() - i));
+                    }
+                    return Ok(());
+                }
+                block
+                    .get_mut(o..o + count)
+                    .ok_or(DecodeError::Corrupt("run goes past the block"))?
+                    .fill(fill);
+                o += count;
+                continue;
+            }
+            1 => {
+                let v = b0 | (byte(i + 1)? as u32) << 8;
+                i += 2;
+                (nroots, len, offset) = ((v >> 2 & 3) as usize, (v >> 4 & 7) as usize + 3, (v >> 7) as usize);
+            }
+            2 => {
+                let v = b0 | (byte(i + 1)? as u32) << 8;
+                i += 2;
+                (nroots, len, offset) = (0, (v >> 2 & 3) as usize + 3, (v >> 4) as usize);
+            }
+            _ => {
+                let v = b0 | (byte(i + 1)? as u32) << 8 | (byte(i + 2)? as u32) << 16;
+                i += 3;
+                (nroots, len, offset) = ((v >> 2 & 15) as usize, (v >> 6 & 63) as usize + 3, (v >> 12) as usize);
+            }
+        }
+        // Fast path, far from both ends: the roots (at most 15) as one
+        // 16-byte copy, and a copy whose source lies at least 8 bytes
+        // back as 8-byte chunks, each reading only bytes already
+        // written; the bytes written past the token's end are
+        // overwritten by the tokens after it. The exact path below
+        // does the same near the ends and for short offsets.
+        if i + 16 <= input.len() && o + 16 + 72 <= n {
+            block[o..o + 16].copy_from_slice(&input[i..i + 16]);
             i += nroots;
             o += nroots;
             if offset == 0 || offset > o {
                 return Err(DecodeError::Corrupt("copy reaches before the block"));
             }
-            if len > n - o {
-                return Err(DecodeError::Corrupt("copy runs past the block"));
-            }
-            if offset >= len {
-                block.copy_within(o - offset..o - offset + len, o);
-            } else {
-                for j in o..o + len {
-                    block[j] = block[j - offset];
+            if offset >= 8 {
+                let mut k = 0;
+                while k < len {
+                    let chunk: [u8; 8] = block[o - offset + k..o - offset + k + 8].try_into().expect("8 bytes");
+                    block[o + k..o + k + 8].copy_from_slice(&chunk);
+                    k += 8;
                 }
+                o += len;
+                continue;
+            }
+            for j in o..o + len {
+                block[j] = block[j - offset];
             }
             o += len;
+            continue;
         }
+        let src = input.get(i..i + nroots).ok_or(DecodeError::Truncated)?;
+        block
+            .get_mut(o..o + nroots)
+            .ok_or(DecodeError::Corrupt("literals run past the block"))?
+            .copy_from_slice(src);
+        i += nroots;
+        o += nroots;
+        if offset == 0 || offset > o {
+            return Err(DecodeError::Corrupt("copy reaches before the block"));
+        }
+        if len > n - o {
+            return Err(DecodeError::Corrupt("copy runs past the block"));
+        }
+        if offset >= len {
+            block.copy_within(o - offset..o - offset + len, o);
+        } else {
+            for j in o..o + len {
+                block[j] = block[j - offset];
+            }
+        }
+        o += len;
     }
 }
