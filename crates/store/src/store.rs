@@ -49,18 +49,18 @@ use quanta::Instant;
 use ccvm_codec::{same_filled_u64, Codec, CompressError, DecodeError, PAGE_SIZE};
 use thiserror::Error;
 
+mod charge;
+mod compact;
+mod encode;
+
+pub use charge::{Charge, ENTRY_BYTES, HUGE_THRESHOLD, SLACK_DIVISOR};
+pub use compact::COMPACTION_MOVES_PER_PUT;
+use compact::FRAGMENTED_ONE_IN;
+pub use encode::{encode, Stored};
+
 use crate::alloc::{self, Slot, SlotAllocator};
 use crate::chunks::{Chunk, ChunkSource, MappedChunks};
 use crate::table::{Entry, Place, Table};
-
-/// Bookkeeping bytes charged to a policy's budget per stored page. A
-/// store counts what it really holds exactly ([`Stats::metadata_bytes`]):
-/// per page, the 16-byte table entry, an 8-byte record in its chunk's
-/// member list and a 16-byte reserve for the allocator's books, about 45
-/// bytes in all with the resource map. The charge stays at the 64 bytes
-/// that every simulation and hand-worked test so far has used, a bound on
-/// that.
-pub const ENTRY_BYTES: usize = 64;
 
 /// Headroom every put keeps beyond what it adds itself.
 const BOOKS_HEADROOM: usize = 64;
@@ -70,50 +70,6 @@ const BOOKS_HEADROOM: usize = 64;
 /// free-list entry; no allocator adds more than 16 bytes per free), so
 /// that removing a page never takes a store past its limit.
 const FREE_RESERVE: usize = 16;
-
-/// The share of a compressed page's bytes charged on top of them for the
-/// store's slack (chunk granularity, fragmentation between slots): 1/8.
-/// With 1/16 a live run took 7% more disk faults than its simulation
-/// (graph in 512 KiB, the live-equals-simulated test); with 1/8 every count
-/// there agrees within 1.5%.
-pub const SLACK_DIVISOR: usize = 8;
-
-/// How a page the store holds in `len` bytes is charged to a policy's
-/// budget: the one rule the live runtime and the simulator both apply, so
-/// that what one counts the other counts.
-///
-/// ```
-/// use ccvm_store::Charge;
-/// assert_eq!(Charge::Entry.of(1600), 1600 + 64);
-/// assert_eq!(Charge::Slack.of(1600), 1600 + 200 + 64);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Charge {
-    /// Its bytes and its [`ENTRY_BYTES`] of bookkeeping, as paper 000's
-    /// simulations count.
-    Entry,
-    /// Also a [`SLACK_DIVISOR`] share of its bytes for the store's slack:
-    /// a budget that must cover the store's real memory (the live
-    /// runtime's). Charging slack per page, rather than holding memory
-    /// back for it, leaves a cache that holds little costing little.
-    Slack,
-}
-
-impl Charge {
-    /// What a page stored in `len` bytes costs, bytes.
-    pub fn of(self, len: usize) -> u64 {
-        let slack = match self {
-            Charge::Entry => 0,
-            Charge::Slack => len / SLACK_DIVISOR,
-        };
-        (len + slack + ENTRY_BYTES) as u64
-    }
-}
-
-/// The default [`StoreConfig::huge_threshold`]: pages that compress to
-/// more than three quarters of a page are kept raw, as zram keeps "huge"
-/// pages. The simulator's codec measurements use the same bound.
-pub const HUGE_THRESHOLD: usize = PAGE_SIZE * 3 / 4;
 
 /// How a store is made.
 #[derive(Debug, Clone)]
@@ -141,28 +97,6 @@ impl Default for StoreConfig {
         }
     }
 }
-
-/// The most page moves compaction may cost per page put, on average: it
-/// moves up to every stored page, so it runs at most once per
-/// `pages / COMPACTION_MOVES_PER_PUT` puts. One move per put keeps it a
-/// small part of a put (a move is a copy of the compressed bytes) while
-/// still gathering free space often enough for a store at its limit.
-pub const COMPACTION_MOVES_PER_PUT: usize = 1;
-
-/// The least share of its chunk bytes a store must have free (scattered
-/// between slots) for [`Store::compact_when_due`] to compact: below it a
-/// compaction, which copies every stored page, would give back too little
-/// memory to pay for itself. Measured on `ccvm run --workload hashindex
-/// --size 256M --ram 134M`: compacting whenever the rate limit allowed
-/// moved as many pages as were put (2.0M) and took a tenth of the run.
-pub const COMPACTION_MIN_FREE: f64 = 1.0 / 16.0;
-
-/// A put whose slot does not fit although more than one chunk byte in
-/// `FRAGMENTED_ONE_IN` (4%) is free has failed for fragmentation: the
-/// store gathers its free space (rate-limited as [`COMPACTION_MOVES_PER_PUT`]
-/// says) before it grows. Lower than [`COMPACTION_MIN_FREE`], the bar for
-/// compacting unasked, because here a put is waiting on it.
-const FRAGMENTED_ONE_IN: usize = 25;
 
 /// Why a store could not be made from its [`StoreConfig`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -243,44 +177,6 @@ impl Stats {
     pub fn memory_used(&self) -> u64 {
         self.mem_used_total + self.metadata_bytes
     }
-}
-
-/// Encodes `page` (4096 bytes) as a store encodes it on a put, with
-/// `codec` into `out` (at least `huge_threshold` bytes): same-filled pages
-/// by their word, pages that compress to `huge_threshold` bytes or fewer
-/// compressed, others raw (`out` is then not written). Hand the result to
-/// [`Store::put_stored`].
-///
-/// ```
-/// use ccvm_store::{encode, Stored};
-/// let mut codec = ccvm_codec::by_name("wkdm").unwrap();
-/// let mut out = [0u8; 3072];
-/// assert_eq!(encode(&mut *codec, &[0u8; 4096], &mut out, 3072), Stored::Same(0));
-/// ```
-///
-/// # Panics
-///
-/// If `page` is not 4096 bytes or `out` is shorter than `huge_threshold`.
-pub fn encode(codec: &mut dyn Codec, page: &[u8], out: &mut [u8], huge_threshold: usize) -> Stored {
-    assert_eq!(page.len(), PAGE_SIZE, "a page is 4096 bytes");
-    if let Some(v) = same_filled_u64(page) {
-        return Stored::Same(v);
-    }
-    match codec.compress(page, &mut out[..huge_threshold]) {
-        Ok(n) => Stored::Compressed(n),
-        Err(_) => Stored::Raw,
-    }
-}
-
-/// How a page was kept, as [`Store::take_stored`] hands it out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stored {
-    /// Every 8-byte word of the page is this value (little-endian).
-    Same(u64),
-    /// The page as it is, 4096 bytes.
-    Raw,
-    /// The codec's output, this many bytes.
-    Compressed(usize),
 }
 
 /// A codec with its scratch page, lent to one operation at a time.
@@ -638,50 +534,9 @@ impl Store {
     pub fn stats(&self) -> Stats {
         self.read().snapshot()
     }
-
-    /// Like [`Store::compact`], but only when it pays: enough pages have
-    /// been put since the last compaction for it to cost at most
-    /// [`COMPACTION_MOVES_PER_PUT`] page moves per put, and at least
-    /// [`COMPACTION_MIN_FREE`] of the chunk bytes held are free, so that
-    /// it gives back that much memory. Returns the pages moved (0 if it
-    /// did not run).
-    pub fn compact_when_due(&self) -> usize {
-        let mut inner = self.write();
-        let held = inner.held * inner.chunk_size;
-        let free = held - inner.used;
-        if !inner.compaction_due() || (free as f64) < COMPACTION_MIN_FREE * held as f64 {
-            return 0;
-        }
-        let moved = inner.compact();
-        inner.release_empty_chunks();
-        moved
-    }
-
-    /// Gives back one chunk by moving the slots of the emptiest one into
-    /// the others' free space, when they can hold them; whether it did.
-    /// The cheap alternative to [`Store::compact`] when the store must
-    /// shrink by a little.
-    pub fn reclaim_chunk(&self) -> bool {
-        self.write().reclaim_chunk()
-    }
-
-    /// Re-places every slot to gather free space, returning pages moved.
-    /// Runs by itself when an allocation fails for fragmentation.
-    pub fn compact(&self) -> usize {
-        let mut inner = self.write();
-        let moved = inner.compact();
-        inner.release_empty_chunks();
-        moved
-    }
 }
 
 impl Inner {
-    /// Whether a compaction now costs at most [`COMPACTION_MOVES_PER_PUT`]
-    /// moves per page put since the last one.
-    fn compaction_due(&self) -> bool {
-        self.puts_since_compaction * COMPACTION_MOVES_PER_PUT >= self.table.len()
-    }
-
     fn bytes(&self, slot: Slot) -> &[u8] {
         let chunk = self.chunks[slot.chunk as usize].as_ref().expect("slot in a held chunk");
         &chunk[slot.offset as usize..(slot.offset + slot.len) as usize]
@@ -817,82 +672,6 @@ impl Inner {
         }
     }
 
-    /// Moves every slot out of the held chunk with the fewest bytes in
-    /// use and gives one chunk back; whether it did. Refuses (doing
-    /// nothing) unless the other chunks' free space holds that chunk's
-    /// bytes with a quarter to spare. Costs a copy of at most a chunk's
-    /// bytes (its pages are listed per chunk), where a full compaction
-    /// moves every page.
-    fn reclaim_chunk(&mut self) -> bool {
-        let used_in = |c: usize| self.chunk_used.get(c).copied().unwrap_or(0);
-        let Some(c) = (0..self.chunks.len())
-            .filter(|&c| self.chunks[c].is_some())
-            .min_by_key(|&c| used_in(c))
-        else {
-            return false;
-        };
-        let live = used_in(c);
-        let free_elsewhere = self.held * self.chunk_size - self.used - (self.chunk_size - live);
-        if self.held < 2 || free_elsewhere < live + live / 4 {
-            return false;
-        }
-        let listed = std::mem::take(self.members.get_mut(c).unwrap_or(&mut Vec::new()));
-        self.member_bytes -= listed.capacity() * 8;
-        let moving: Vec<(u64, Slot)> = listed
-            .into_iter()
-            .map(|p| (p, self.entry(p).place.slot().expect("a member has a slot")))
-            .collect();
-        let mut bytes = Vec::with_capacity(live);
-        for &(_, slot) in &moving {
-            bytes.extend_from_slice(self.bytes(slot));
-        }
-        for &(_, slot) in &moving {
-            self.note_slot(slot, false);
-            self.alloc.free(slot);
-        }
-        // Any empty chunk will do: they are alike.
-        let spare = self.alloc.pop_empty_chunk().expect("the emptied chunk is empty");
-        let mut spare_back = false;
-        let mut at = 0;
-        for (page, old) in moving {
-            let len = old.len as usize;
-            let new = match self.alloc.alloc(len) {
-                Some(s) => s,
-                None => {
-                    assert!(!spare_back, "a whole chunk holds any slot");
-                    spare_back = true;
-                    self.alloc.add_chunk(spare);
-                    self.alloc.alloc(len).expect("an empty chunk holds any slot")
-                }
-            };
-            let chunk = self.chunks[new.chunk as usize].as_mut().expect("slot in a held chunk");
-            chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&bytes[at..at + len]);
-            at += len;
-            self.note_slot(new, true);
-            let member = self.join(page, new);
-            let place = self.entry(page).place.moved_to(new);
-            self.table.update(page, Entry { place, member });
-            self.stats.pages_compacted += 1;
-        }
-        if spare_back {
-            return false;
-        }
-        let memory = self.chunks[spare as usize].take().expect("held chunk");
-        self.source.give_back(memory);
-        self.held -= 1;
-        self.drop_members(spare);
-        true
-    }
-
-    /// Frees the (empty) member list of a chunk given back.
-    fn drop_members(&mut self, chunk: u32) {
-        if let Some(list) = self.members.get_mut(chunk as usize) {
-            debug_assert!(list.is_empty(), "a chunk given back has no members");
-            self.member_bytes -= list.capacity() * 8;
-            *list = Vec::new();
-        }
-    }
-
     /// Records `place` for `page_no`, freeing what it replaces.
     fn insert(&mut self, page_no: u64, place: Place) {
         let replaced = self.take(page_no);
@@ -974,83 +753,6 @@ impl Inner {
         let free = self.held * self.chunk_size - self.used;
         if free * 8 < self.chunk_size && self.may_grow() {
             self.add_chunk();
-        }
-    }
-
-    /// Looks for empty chunks only when two chunks' worth of bytes are free,
-    /// the least for one to be empty beside the spare: the look is not free
-    /// (and, for the lazy buddy, coalesces its lists).
-    fn maybe_release(&mut self) {
-        if self.held * self.chunk_size - self.used >= 2 * self.chunk_size {
-            self.release_empty_chunks();
-        }
-    }
-
-    /// Returns empty chunks to the source, keeping one spare.
-    fn release_empty_chunks(&mut self) {
-        let mut spare = None;
-        while let Some(id) = self.alloc.pop_empty_chunk() {
-            if spare.is_none() {
-                spare = Some(id);
-                continue;
-            }
-            let memory = self.chunks[id as usize].take().expect("held chunk");
-            self.source.give_back(memory);
-            self.held -= 1;
-            self.drop_members(id);
-        }
-        if let Some(id) = spare {
-            self.alloc.add_chunk(id);
-        }
-    }
-
-    /// Frees and re-allocates every slot in (chunk, offset) order.
-    fn compact(&mut self) -> usize {
-        let mut placed: Vec<(Slot, u64)> = self
-            .table
-            .iter()
-            .filter_map(|(p, e)| e.place.slot().map(|s| (s, p)))
-            .collect();
-        placed.sort_by_key(|(s, _)| (s.chunk, s.offset));
-        let mut moved = 0;
-        let mut buf = [0u8; PAGE_SIZE];
-        for (slot, page) in placed {
-            let len = slot.len as usize;
-            buf[..len].copy_from_slice(self.bytes(slot));
-            self.alloc.free(slot);
-            // The space just freed fits the slot again, so this succeeds.
-            let new = self.alloc.alloc(len).expect("a freed slot fits again");
-            if new != slot {
-                self.note_slot(slot, false);
-                self.note_slot(new, true);
-                let chunk = self.chunks[new.chunk as usize].as_mut().expect("slot in a held chunk");
-                chunk[new.offset as usize..new.offset as usize + len].copy_from_slice(&buf[..len]);
-                let e = self.entry(page);
-                self.table.update(
-                    page,
-                    Entry {
-                        place: e.place.moved_to(new),
-                        member: e.member,
-                    },
-                );
-                moved += 1;
-            }
-        }
-        self.rebuild_members();
-        self.stats.pages_compacted += moved as u64;
-        self.stats.compactions += 1;
-        self.puts_since_compaction = 0;
-        moved
-    }
-
-    /// Lists every page under its chunk again (after compaction moved many).
-    fn rebuild_members(&mut self) {
-        self.members.iter_mut().for_each(Vec::clear);
-        let mut placed: Vec<(u64, Entry)> = self.table.iter().filter(|(_, e)| e.place.slot().is_some()).collect();
-        placed.sort_unstable_by_key(|&(p, _)| p);
-        for (page, e) in placed {
-            let member = self.join(page, e.place.slot().expect("filtered for a slot"));
-            self.table.update(page, Entry { place: e.place, member });
         }
     }
 
