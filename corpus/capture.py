@@ -371,10 +371,11 @@ def capture_ready(cmd, limit, **kw):
         proc.wait()
 
 
-def capture_sqlite(limit):
+def capture_sqlite(limit, script=SQLITE_SCRIPT):
+    """Run `script` in an in-memory sqlite3 shell; dump it at its 'ready'."""
     proc = subprocess.Popen(["sqlite3", ":memory:"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        proc.stdin.write(SQLITE_SCRIPT.encode())
+        proc.stdin.write(script.encode())
         proc.stdin.flush()
         while not proc.stdout.readline().startswith(b"ready"):
             pass
@@ -466,17 +467,7 @@ def capture_sqlite_text(work, limit):
     """A database with text keys: an in-memory table of pages keyed by URL."""
     csv_path = os.path.join(work, "pages.csv")
     write_sqlite_csv(csv_path, 17, 300_000)
-    proc = subprocess.Popen(["sqlite3", ":memory:"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        proc.stdin.write(SQLITE_TEXT.format(csv=csv_path).encode())
-        proc.stdin.flush()
-        while not proc.stdout.readline().startswith(b"ready"):
-            pass
-        os.kill(proc.pid, signal.SIGSTOP)
-        return dump(proc.pid, limit)
-    finally:
-        proc.kill()
-        proc.wait()
+    return capture_sqlite(limit, SQLITE_TEXT.format(csv=csv_path))
 
 
 def capture_node_strings(work, limit):
