@@ -433,3 +433,34 @@ fn cpu_name() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into())
 }
+
+/// The subcommand's arguments.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Folder of page files (whole 4096-byte pages; .zst files are decompressed); repeat it to measure the files of
+    /// several folders together. Default: the bundled corpus.
+    #[arg(long)]
+    corpus: Vec<PathBuf>,
+    /// Codec to measure (repeatable). Default: every general-purpose codec.
+    #[arg(long = "codec", value_name = "NAME", value_parser = crate::args::codec)]
+    codecs: Vec<String>,
+    /// Timed passes per file and codec; the best is kept.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    passes: u32,
+    /// Bytes compressed as one block: 4096 (pages) or a divisor of it, e.g. 64 for cache lines.
+    #[arg(long, default_value_t = 4096)]
+    block: usize,
+    #[command(flatten)]
+    output: crate::args::OutputArgs,
+}
+
+/// Runs the subcommand with the arguments the command line gave.
+pub(crate) fn run_args(args: Args) -> anyhow::Result<()> {
+    let opts = Options {
+        corpus: args.corpus.clone(),
+        codecs: args.codecs.clone(),
+        passes: args.passes,
+        block: args.block,
+    };
+    run(&opts, args.output.format())
+}

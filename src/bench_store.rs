@@ -403,3 +403,47 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     }
     report::print(&rows, format)
 }
+
+/// The subcommand's arguments.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Folder of page files (whole 4096-byte pages; .zst files are decompressed). Default: the bundled corpus.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Allocator to measure (repeatable). Default: all.
+    #[arg(long = "allocator", value_name = "NAME")]
+    allocators: Vec<String>,
+    /// Codec the store compresses with.
+    #[arg(long, default_value = "lz4", value_parser = crate::args::codec)]
+    codec: String,
+    /// Chunk size in bytes (repeatable): a power of two from 4096.
+    #[arg(long = "chunk", value_name = "BYTES", default_values_t = [65536usize])]
+    chunks: Vec<usize>,
+    /// Measure put and get throughput (MB/s of original pages) with this many threads (repeatable) instead of
+    /// the one-thread churn.
+    #[arg(long = "threads", value_name = "N")]
+    threads: Vec<usize>,
+    /// Store this many pages: the corpus's pages in order, repeated as needed, each under its own page number
+    /// (default: one per corpus page). For measuring the store at a scale the corpus does not reach.
+    #[arg(long, value_name = "N")]
+    pages: Option<usize>,
+    #[command(flatten)]
+    output: crate::args::OutputArgs,
+}
+
+/// Runs the subcommand with the arguments the command line gave.
+pub(crate) fn run_args(args: Args) -> anyhow::Result<()> {
+    let format = args.output.format();
+    if let Some(pages) = args.pages {
+        crate::args::check_simulated("--pages", (pages as u64).saturating_mul(4096), 0.5)?;
+    }
+    let opts = Options {
+        corpus: args.corpus,
+        allocators: args.allocators,
+        codec: args.codec,
+        chunks: args.chunks,
+        threads: args.threads,
+        pages: args.pages,
+    };
+    run(&opts, format)
+}

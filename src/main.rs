@@ -207,18 +207,18 @@ struct BenchPackArgs {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Compression ratio and speed of each codec on folders of real memory pages.
-    Codecs(BenchCodecsArgs),
+    Codecs(bench_codecs::Args),
     /// Memory efficiency and speed of the compressed page store, per allocator and chunk size.
-    Store(BenchStoreArgs),
+    Store(bench_store::Args),
     /// Cold loads of packed files (.ccz) page by page against plain mmap and the same file uncompressed (paper
     /// 004's measurement). Drops the files' pages from the page cache before each run.
     Pack(BenchPackArgs),
     /// A workload under the kernel's own compressed swap (cgroup limit + zram or zswap) against ccvm at the same
     /// total memory. Needs root; sets up and tears down zram, zswap and the cgroup itself.
-    Kernel(BenchKernelArgs),
+    Kernel(bench_kernel::Args),
     /// What one fault costs, all in, under the kernel's zram and under ccvm: the same real pages touched at random
     /// in a region larger than its memory, less plain memory's time, per fault. Needs root (zram and a cgroup).
-    Faults(BenchFaultsArgs),
+    Faults(bench_faults::Args),
     /// One system's run of `bench faults` in a process of its own (used by `bench faults`).
     #[command(hide = true)]
     FaultsChild(bench_faults::ChildArgs),
@@ -233,95 +233,6 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-}
-
-#[derive(Args)]
-struct BenchKernelArgs {
-    /// A case NAME:SIZE:LIMIT[,LIMIT...] (repeatable): the workload, its memory and the cgroup memory limits the
-    /// kernel runs under. (Default, when no --program is given either: graph:256M:128M,160M,192M and
-    /// hashindex:256M:80M,104M,128M.)
-    #[arg(long = "case", value_name = "CASE", value_parser = bench_kernel::parse_case)]
-    cases: Vec<bench_kernel::Case>,
-    /// An unmodified program LABEL:LIMIT[,LIMIT...]:PROGRAM ARGS... (repeatable; arguments split at white space),
-    /// run directly under the kernel's swap and through `ccvm exec`; its standard output is its checksum.
-    #[arg(long = "program", value_name = "PROGRAM", value_parser = bench_kernel::parse_program)]
-    programs: Vec<bench_kernel::Case>,
-    /// Kernel setups to compare (repeatable): zram-ALGORITHM (e.g. zram-lz4, zram-lzo-rle) or zswap-ALGORITHM
-    /// (a swap file behind zswap).
-    #[arg(long = "kernel", value_name = "SETUP", default_values = ["zram-lz4", "zram-lzo-rle", "zswap-lzo"])]
-    kernels: Vec<String>,
-    /// Runs per row, 1 to 100; the median is shown.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
-    runs: u64,
-    /// Folder for zswap's swap file (on a real disk).
-    #[arg(long, default_value = "/var/tmp")]
-    swap_dir: PathBuf,
-    /// Extra flags for ccvm's runs, e.g. --ccvm-arg=--policy --ccvm-arg=adaptive.
-    #[arg(long = "ccvm-arg", value_name = "FLAG", allow_hyphen_values = true)]
-    ccvm_args: Vec<String>,
-    /// ccvm's RAM budgets (comma-separated). Default: each cgroup limit, and each total memory the first zram
-    /// setup was measured to hold, less what ccvm was measured to hold beyond --ram at the limits.
-    #[arg(long, value_delimiter = ',', value_parser = args::parse_bytes)]
-    ram: Vec<u64>,
-    /// Draw each case's wall time against measured memory (SVG and PNG) in this folder.
-    #[arg(long)]
-    figures: Option<PathBuf>,
-    #[command(flatten)]
-    output: OutputArgs,
-}
-
-#[derive(Args)]
-struct BenchStoreArgs {
-    /// Folder of page files (whole 4096-byte pages; .zst files are decompressed). Default: the bundled corpus.
-    #[arg(long)]
-    corpus: Option<PathBuf>,
-    /// Allocator to measure (repeatable). Default: all.
-    #[arg(long = "allocator", value_name = "NAME")]
-    allocators: Vec<String>,
-    /// Codec the store compresses with.
-    #[arg(long, default_value = "lz4", value_parser = args::codec)]
-    codec: String,
-    /// Chunk size in bytes (repeatable): a power of two from 4096.
-    #[arg(long = "chunk", value_name = "BYTES", default_values_t = [65536usize])]
-    chunks: Vec<usize>,
-    /// Measure put and get throughput (MB/s of original pages) with this many threads (repeatable) instead of
-    /// the one-thread churn.
-    #[arg(long = "threads", value_name = "N")]
-    threads: Vec<usize>,
-    /// Store this many pages: the corpus's pages in order, repeated as needed, each under its own page number
-    /// (default: one per corpus page). For measuring the store at a scale the corpus does not reach.
-    #[arg(long, value_name = "N")]
-    pages: Option<usize>,
-    #[command(flatten)]
-    output: OutputArgs,
-}
-
-#[derive(Args)]
-struct BenchFaultsArgs {
-    /// Folder of page files the region is filled with (repeated as needed). Default: the bundled corpus.
-    #[arg(long)]
-    corpus: Option<PathBuf>,
-    /// Pages in the region.
-    #[arg(long, default_value_t = 16384)]
-    pages: usize,
-    /// Share of the region in memory uncompressed: the kernel's cgroup limit (beyond what its process held
-    /// before) and ccvm's RAM budget.
-    #[arg(long, default_value_t = 0.5)]
-    share: f64,
-    /// Random touches per run.
-    #[arg(long, default_value_t = 200_000)]
-    touches: usize,
-    /// Runs of each system; the table gives medians.
-    #[arg(long, default_value_t = 5)]
-    rounds: usize,
-    /// zram's compression algorithm.
-    #[arg(long, default_value = "lz4")]
-    algorithm: String,
-    /// ccvm's policy (as `ccvm run --policy`). Default: ccvm's default.
-    #[arg(long, value_parser = ccvm_policy::parse_name)]
-    policy: Option<String>,
-    #[command(flatten)]
-    output: OutputArgs,
 }
 
 #[derive(Subcommand)]
@@ -700,25 +611,6 @@ struct TraceArgs {
     command: Vec<String>,
 }
 
-#[derive(Args)]
-struct BenchCodecsArgs {
-    /// Folder of page files (whole 4096-byte pages; .zst files are decompressed); repeat it to measure the files of
-    /// several folders together. Default: the bundled corpus.
-    #[arg(long)]
-    corpus: Vec<PathBuf>,
-    /// Codec to measure (repeatable). Default: every general-purpose codec.
-    #[arg(long = "codec", value_name = "NAME", value_parser = args::codec)]
-    codecs: Vec<String>,
-    /// Timed passes per file and codec; the best is kept.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
-    passes: u32,
-    /// Bytes compressed as one block: 4096 (pages) or a divisor of it, e.g. 64 for cache lines.
-    #[arg(long, default_value_t = 4096)]
-    block: usize,
-    #[command(flatten)]
-    output: OutputArgs,
-}
-
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => live::demo(args.output.format()),
@@ -890,68 +782,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Bench(BenchCommand::Codecs(args)) => {
-            let opts = bench_codecs::Options {
-                corpus: args.corpus.clone(),
-                codecs: args.codecs.clone(),
-                passes: args.passes,
-                block: args.block,
-            };
-            bench_codecs::run(&opts, args.output.format())
-        }
-        Command::Bench(BenchCommand::Kernel(args)) => {
-            for &ram in &args.ram {
-                args::check_budget("--ram", ram)?;
-            }
-            let mut cases = args.cases;
-            cases.extend(args.programs);
-            if cases.is_empty() {
-                cases = ["graph:256M:128M,160M,192M", "hashindex:256M:80M,104M,128M"]
-                    .iter()
-                    .map(|c| bench_kernel::parse_case(c).expect("valid default cases"))
-                    .collect();
-            }
-            let plan = bench_kernel::Plan {
-                cases,
-                kernels: args.kernels,
-                runs: args.runs as usize,
-                swap_dir: args.swap_dir,
-                ccvm_args: args.ccvm_args,
-                ccvm_rams: args.ram,
-                figures: args.figures,
-            };
-            bench_kernel::run(&plan, args.output.format())
-        }
-        Command::Bench(BenchCommand::Faults(args)) => {
-            let opts = bench_faults::Options {
-                corpus: args.corpus,
-                pages: args.pages,
-                share: args.share,
-                touches: args.touches,
-                rounds: args.rounds.max(1),
-                algorithm: args.algorithm,
-                policy: args.policy,
-            };
-            bench_faults::run(&opts, args.output.format())
-        }
+        Command::Bench(BenchCommand::Codecs(args)) => bench_codecs::run_args(args),
+        Command::Bench(BenchCommand::Kernel(args)) => bench_kernel::run_args(args),
+        Command::Bench(BenchCommand::Faults(args)) => bench_faults::run_args(args),
+        Command::Bench(BenchCommand::Store(args)) => bench_store::run_args(args),
         Command::Bench(BenchCommand::FaultsChild(args)) => bench_faults::child(&args),
         Command::Bench(BenchCommand::PlainChild { workload, size, seed }) => {
             bench_kernel::plain_child(&workload, size, seed)
-        }
-        Command::Bench(BenchCommand::Store(args)) => {
-            let format = args.output.format();
-            if let Some(pages) = args.pages {
-                args::check_simulated("--pages", (pages as u64).saturating_mul(4096), 0.5)?;
-            }
-            let opts = bench_store::Options {
-                corpus: args.corpus,
-                allocators: args.allocators,
-                codec: args.codec,
-                chunks: args.chunks,
-                threads: args.threads,
-                pages: args.pages,
-            };
-            bench_store::run(&opts, format)
         }
         Command::Pack(a) => pack::pack(&a.file, &a.output, &a.codec),
         Command::Mount(a) => {
@@ -990,8 +827,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             pack::bench(&opts, a.output.format())
         }
         Command::Codecs => {
+            let width = ccvm_codec::CODECS.iter().map(|c| c.name.len()).max().unwrap_or(0);
             for c in ccvm_codec::CODECS {
-                outln!("{:<10} {}", c.name, c.about)?;
+                outln!("{:<width$} {}", c.name, c.about)?;
             }
             Ok(())
         }

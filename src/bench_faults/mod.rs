@@ -482,3 +482,46 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The subcommand's arguments.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Folder of page files the region is filled with (repeated as needed). Default: the bundled corpus.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Pages in the region.
+    #[arg(long, default_value_t = 16384)]
+    pages: usize,
+    /// Share of the region in memory uncompressed: the kernel's cgroup limit (beyond what its process held
+    /// before) and ccvm's RAM budget.
+    #[arg(long, default_value_t = 0.5)]
+    share: f64,
+    /// Random touches per run.
+    #[arg(long, default_value_t = 200_000)]
+    touches: usize,
+    /// Runs of each system; the table gives medians.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// zram's compression algorithm.
+    #[arg(long, default_value = "lz4")]
+    algorithm: String,
+    /// ccvm's policy (as `ccvm run --policy`). Default: ccvm's default.
+    #[arg(long, value_parser = ccvm_policy::parse_name)]
+    policy: Option<String>,
+    #[command(flatten)]
+    output: crate::args::OutputArgs,
+}
+
+/// Runs the subcommand with the arguments the command line gave.
+pub(crate) fn run_args(args: Args) -> anyhow::Result<()> {
+    let opts = Options {
+        corpus: args.corpus,
+        pages: args.pages,
+        share: args.share,
+        touches: args.touches,
+        rounds: args.rounds.max(1),
+        algorithm: args.algorithm,
+        policy: args.policy,
+    };
+    run(&opts, args.output.format())
+}

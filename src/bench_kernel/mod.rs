@@ -830,3 +830,64 @@ mod tests {
         assert!(envelope(&rows, "ccvm", 90.0).is_none());
     }
 }
+
+/// The subcommand's arguments.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// A case NAME:SIZE:LIMIT[,LIMIT...] (repeatable): the workload, its memory and the cgroup memory limits the
+    /// kernel runs under. (Default, when no --program is given either: graph:256M:128M,160M,192M and
+    /// hashindex:256M:80M,104M,128M.)
+    #[arg(long = "case", value_name = "CASE", value_parser = parse_case)]
+    cases: Vec<Case>,
+    /// An unmodified program LABEL:LIMIT[,LIMIT...]:PROGRAM ARGS... (repeatable; arguments split at white space),
+    /// run directly under the kernel's swap and through `ccvm exec`; its standard output is its checksum.
+    #[arg(long = "program", value_name = "PROGRAM", value_parser = parse_program)]
+    programs: Vec<Case>,
+    /// Kernel setups to compare (repeatable): zram-ALGORITHM (e.g. zram-lz4, zram-lzo-rle) or zswap-ALGORITHM
+    /// (a swap file behind zswap).
+    #[arg(long = "kernel", value_name = "SETUP", default_values = ["zram-lz4", "zram-lzo-rle", "zswap-lzo"])]
+    kernels: Vec<String>,
+    /// Runs per row, 1 to 100; the median is shown.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    runs: u64,
+    /// Folder for zswap's swap file (on a real disk).
+    #[arg(long, default_value = "/var/tmp")]
+    swap_dir: PathBuf,
+    /// Extra flags for ccvm's runs, e.g. --ccvm-arg=--policy --ccvm-arg=adaptive.
+    #[arg(long = "ccvm-arg", value_name = "FLAG", allow_hyphen_values = true)]
+    ccvm_args: Vec<String>,
+    /// ccvm's RAM budgets (comma-separated). Default: each cgroup limit, and each total memory the first zram
+    /// setup was measured to hold, less what ccvm was measured to hold beyond --ram at the limits.
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::parse_bytes)]
+    ram: Vec<u64>,
+    /// Draw each case's wall time against measured memory (SVG and PNG) in this folder.
+    #[arg(long)]
+    figures: Option<PathBuf>,
+    #[command(flatten)]
+    output: crate::args::OutputArgs,
+}
+
+/// Runs the subcommand with the arguments the command line gave.
+pub(crate) fn run_args(args: Args) -> anyhow::Result<()> {
+    for &ram in &args.ram {
+        crate::args::check_budget("--ram", ram)?;
+    }
+    let mut cases = args.cases;
+    cases.extend(args.programs);
+    if cases.is_empty() {
+        cases = ["graph:256M:128M,160M,192M", "hashindex:256M:80M,104M,128M"]
+            .iter()
+            .map(|c| parse_case(c).expect("valid default cases"))
+            .collect();
+    }
+    let plan = Plan {
+        cases,
+        kernels: args.kernels,
+        runs: args.runs as usize,
+        swap_dir: args.swap_dir,
+        ccvm_args: args.ccvm_args,
+        ccvm_rams: args.ram,
+        figures: args.figures,
+    };
+    run(&plan, args.output.format())
+}
