@@ -83,9 +83,9 @@ enum Command {
     /// Lists the codecs and what each is.
     Codecs,
     /// Stores a file page by page compressed (.ccz), for loading on demand (paper 004's Exepack2 pages).
-    Pack(PackArgs),
+    Pack(pack::PackArgs),
     /// Maps a .ccz file: each page is read and decompressed on first touch, through userfaultfd.
-    Map(MapArgs),
+    Map(pack::MapArgs),
     /// Runs a built-in workload in ordinary memory (what `ccvm sim record-lines --workload` traces).
     #[command(hide = true)]
     WorkloadPlain {
@@ -99,109 +99,7 @@ enum Command {
     },
     /// Serves a compressed RAM filesystem (FUSE) at DIR until it is unmounted: file blocks in the compressed
     /// store, within a hard memory limit (CRAMES's compressed RAM filesystem).
-    Mount(MountArgs),
-}
-
-#[derive(Args)]
-struct MountArgs {
-    /// An empty directory to mount on.
-    dir: PathBuf,
-    /// Most memory the filesystem's blocks may take, all counted, e.g. 256M; a write past it fails with ENOSPC.
-    #[arg(long, value_parser = args::parse_bytes, default_value = "256M")]
-    size: u64,
-    /// Codec of the blocks (see `ccvm codecs`).
-    #[arg(long, default_value = "lz4", value_parser = args::codec)]
-    codec: String,
-    /// Slot allocator of the store (rm, zs, ...).
-    #[arg(long, default_value = "zs")]
-    allocator: String,
-}
-
-#[derive(Args)]
-struct PackArgs {
-    /// The file to pack.
-    file: PathBuf,
-    /// The packed file to write.
-    #[arg(short, long)]
-    output: PathBuf,
-    /// Codec of the pages (see `ccvm codecs`): exepack2 is OS/2's format.
-    #[arg(long, default_value = "exepack2", value_parser = args::codec)]
-    codec: String,
-}
-
-#[derive(Args)]
-struct MapArgs {
-    /// The .ccz file.
-    file: PathBuf,
-    /// Read and check every page before mapping.
-    #[arg(long)]
-    verify: bool,
-    /// Write the file's original bytes, read through the mapping, to this file (- for standard output).
-    #[arg(long)]
-    output: Option<PathBuf>,
-    /// Otherwise, pages to touch and time: all, or sparse (runs of 1-8 pages at random places, a fifth of the
-    /// file).
-    #[arg(long, value_enum, default_value = "all")]
-    touch: pack::Pattern,
-    #[command(flatten)]
-    read: ReadArgs,
-    #[command(flatten)]
-    output_format: OutputArgs,
-}
-
-/// How packed pages are read.
-#[derive(Args)]
-struct ReadArgs {
-    /// Read pages through the page cache (with its read-ahead) instead of with O_DIRECT (every page load from
-    /// the disk, as a pager without a file cache).
-    #[arg(long)]
-    buffered: bool,
-    /// Added to every page read, to emulate a slower disk's access time, e.g. 5ms (at most 10s).
-    #[arg(long, value_parser = args::disk_latency)]
-    disk_latency: Option<std::time::Duration>,
-    /// Emulated disk transfer rate per second, e.g. 2M: every read also waits its bytes' transfer time.
-    #[arg(long, value_parser = args::parse_bytes)]
-    disk_rate: Option<u64>,
-    /// Most pages read at once when faults walk forward through the file (1 to 32; 1 reads only the page
-    /// faulted).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=32))]
-    readahead: u64,
-    /// Seed of the sparse pattern.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-}
-
-impl ReadArgs {
-    fn options(&self) -> ccvm_pack::ReadOptions {
-        ccvm_pack::ReadOptions {
-            direct: !self.buffered,
-            latency: self.disk_latency.unwrap_or_default(),
-            bandwidth: self.disk_rate.unwrap_or(0),
-        }
-    }
-}
-
-#[derive(Args)]
-struct BenchPackArgs {
-    /// Files to pack and load: executables, shared libraries, data files.
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
-    /// Codecs of the packed variants (besides copy, the uncompressed file loaded the same way).
-    #[arg(long = "codec", default_values_t = ["exepack2".to_string(), "lz4".to_string()], value_parser = args::codec)]
-    codecs: Vec<String>,
-    /// Access patterns to measure.
-    #[arg(long = "pattern", value_enum, default_values_t = [pack::Pattern::All, pack::Pattern::Sparse])]
-    patterns: Vec<pack::Pattern>,
-    /// Runs of each measurement (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
-    /// Directory for the packed files: on a disk, not tmpfs (default: the system's temp directory).
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[command(flatten)]
-    read: ReadArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    Mount(mount::Args),
 }
 
 #[derive(Subcommand)]
@@ -212,7 +110,7 @@ enum BenchCommand {
     Store(bench_store::Args),
     /// Cold loads of packed files (.ccz) page by page against plain mmap and the same file uncompressed (paper
     /// 004's measurement). Drops the files' pages from the page cache before each run.
-    Pack(BenchPackArgs),
+    Pack(pack::BenchArgs),
     /// A workload under the kernel's own compressed swap (cgroup limit + zram or zswap) against ccvm at the same
     /// total memory. Needs root; sets up and tears down zram, zswap and the cgroup itself.
     Kernel(bench_kernel::Args),
@@ -790,42 +688,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::PlainChild { workload, size, seed }) => {
             bench_kernel::plain_child(&workload, size, seed)
         }
-        Command::Pack(a) => pack::pack(&a.file, &a.output, &a.codec),
-        Command::Mount(a) => {
-            if a.size < 1 << 20 {
-                anyhow::bail!(
-                    "--size {}: a filesystem needs at least 1M to hold a file",
-                    args::human(a.size)
-                );
-            }
-            args::check_ram("--size", a.size)?;
-            mount::mount(&a.dir, a.size, &a.codec, &a.allocator)
-        }
-        Command::Map(a) => {
-            args::check_userfaultfd()?;
-            let opts = pack::MapOptions {
-                verify: a.verify,
-                output: a.output,
-                touch: a.touch,
-                read: a.read.options(),
-                readahead: a.read.readahead as usize,
-                seed: a.read.seed,
-            };
-            pack::map(&a.file, &opts, a.output_format.format())
-        }
-        Command::Bench(BenchCommand::Pack(a)) => {
-            let opts = pack::BenchOptions {
-                files: a.files,
-                codecs: a.codecs,
-                patterns: a.patterns,
-                read: a.read.options(),
-                repeat: a.repeat,
-                dir: a.dir.unwrap_or_else(std::env::temp_dir),
-                readahead: a.read.readahead as usize,
-                seed: a.read.seed,
-            };
-            pack::bench(&opts, a.output.format())
-        }
+        Command::Pack(a) => pack::run_pack(a),
+        Command::Mount(a) => mount::run_args(a),
+        Command::Map(a) => pack::run_map(a),
+        Command::Bench(BenchCommand::Pack(a)) => pack::run_bench(a),
         Command::Codecs => {
             let width = ccvm_codec::CODECS.iter().map(|c| c.name.len()).max().unwrap_or(0);
             for c in ccvm_codec::CODECS {

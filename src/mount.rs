@@ -76,3 +76,31 @@ fn unmount_on_signal(dir: &Path) -> anyhow::Result<()> {
     });
     Ok(())
 }
+
+/// `ccvm mount`'s arguments.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// An empty directory to mount on.
+    dir: std::path::PathBuf,
+    /// Most memory the filesystem's blocks may take, all counted, e.g. 256M; a write past it fails with ENOSPC.
+    #[arg(long, value_parser = crate::args::parse_bytes, default_value = "256M")]
+    size: u64,
+    /// Codec of the blocks (see `ccvm codecs`).
+    #[arg(long, default_value = "lz4", value_parser = crate::args::codec)]
+    codec: String,
+    /// Slot allocator of the store (rm, zs, ...).
+    #[arg(long, default_value = "zs")]
+    allocator: String,
+}
+
+/// Runs `ccvm mount` with the arguments the command line gave.
+pub(crate) fn run_args(a: Args) -> anyhow::Result<()> {
+    if a.size < 1 << 20 {
+        anyhow::bail!(
+            "--size {}: a filesystem needs at least 1M to hold a file",
+            crate::args::human(a.size)
+        );
+    }
+    crate::args::check_ram("--size", a.size)?;
+    mount(&a.dir, a.size, &a.codec, &a.allocator)
+}

@@ -3,6 +3,10 @@
 //! made: the time to load pages of a compressed file against the same
 //! file uncompressed.
 
+mod cli;
+
+pub(crate) use cli::{run_bench, run_map, run_pack, BenchArgs, MapArgs, PackArgs};
+
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
