@@ -100,7 +100,7 @@ fn common(block: &[u8], mut a: usize, mut b: usize) -> usize {
 /// no token saves a byte. The cheapest token that covers the most, as the
 /// link-time encoder's `choose` picks, written as tests for speed.
 #[inline(always)]
-fn token(nr: usize, rem: usize, offset: usize) -> Option<(usize, u32)> {
+fn token(nr: usize, rem: usize, offset: usize) -> Option<(usize, u8)> {
     if rem <= 10 && nr <= 3 && offset <= 511 {
         (rem >= 3).then_some((rem, 1))
     } else if rem <= 6 && nr == 0 {
@@ -140,14 +140,7 @@ fn put_match(out: &mut Out, lits: &[u8], len: usize, offset: usize, fill: u8) ->
     }
     let mut done = 0;
     while let Some((used, kind)) = token(lits.len(), len - done, offset) {
-        let (r, l, o) = (lits.len() as u32, (used - 3) as u32, offset as u32);
-        let header = match kind {
-            1 => 1 | r << 2 | l << 4 | o << 7,
-            2 => 2 | l << 2 | o << 4,
-            _ => 3 | r << 2 | l << 6 | o << 12,
-        };
-        out.put(&header.to_le_bytes()[..2 + (kind == 3) as usize])?;
-        out.put(lits)?;
+        out.string(kind, lits, used, offset)?;
         lits = &[];
         done += used;
     }

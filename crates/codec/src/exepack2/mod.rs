@@ -118,6 +118,21 @@ impl Out<'_> {
         Ok(())
     }
 
+    /// A string token of `kind` (1 short, 2 mid, 3 long) carrying the
+    /// roots `lits` and a copy of `len` bytes from `offset` back, the
+    /// fields fitting the kind (see the module docs).
+    #[inline]
+    fn string(&mut self, kind: u8, lits: &[u8], len: usize, offset: usize) -> Result<(), CompressError> {
+        let (r, l, o) = (lits.len() as u32, (len - 3) as u32, offset as u32);
+        let header = match kind {
+            1 => 1 | r << 2 | l << 4 | o << 7,
+            2 => 2 | l << 2 | o << 4,
+            _ => 3 | r << 2 | l << 6 | o << 12,
+        };
+        self.put(&header.to_le_bytes()[..2 + (kind == 3) as usize])?;
+        self.put(lits)
+    }
+
     /// Pure-root tokens for `lits`, 63 bytes at most each.
     fn roots(&mut self, lits: &[u8]) -> Result<(), CompressError> {
         for c in lits.chunks(63) {
@@ -179,13 +194,7 @@ impl Codec for Exepack2 {
                     lit = i;
                 }
                 if let Some((_, used, kind)) = choose(i - lit, len, offset) {
-                    let (nr, l, o) = ((i - lit) as u32, (used - 3) as u32, offset as u32);
-                    match kind {
-                        1 => out.put(&(1 | nr << 2 | l << 4 | o << 7).to_le_bytes()[..2])?,
-                        2 => out.put(&(2 | l << 2 | o << 4).to_le_bytes()[..2])?,
-                        _ => out.put(&(3 | nr << 2 | l << 6 | o << 12).to_le_bytes()[..3])?,
-                    }
-                    out.put(&block[lit..i])?;
+                    out.string(kind, &block[lit..i], used, offset)?;
                     for p in i..i + used {
                         self.insert(block, p);
                     }
