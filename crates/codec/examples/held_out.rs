@@ -13,7 +13,7 @@
 //! (default: `corpus/large` beside `corpus/pages`; several folders are
 //! judged as one set of programs).
 
-#[allow(dead_code)] // only the round trips
+#[allow(dead_code)] // only the round trips and the programs
 mod common;
 
 use ccvm_codec::{
@@ -46,21 +46,7 @@ fn measure(codec: &mut dyn Codec, pages: &[u8]) -> Total {
 }
 
 fn main() {
-    let mut dirs: Vec<std::path::PathBuf> = std::env::args().skip(1).map(Into::into).collect();
-    if dirs.is_empty() {
-        let pages = ccvm_corpus::default_dir();
-        dirs.push(pages.parent().expect("corpus/pages has a parent").join("large"));
-    }
-    let files: Vec<_> = dirs
-        .iter()
-        .flat_map(|d| ccvm_corpus::load_dir(d).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    let dir = dirs
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" + ");
-    assert!(files.len() >= 2, "leaving one out needs two programs or more");
+    let (files, dir) = common::programs_from_args();
     let pairs: Vec<(usize, usize)> = [1024, 1280, 1408, 1536, 1792, 2048]
         .into_iter()
         .flat_map(|keep| [keep, keep + 256, keep + 512, 4096].map(|abort| (keep, abort)))

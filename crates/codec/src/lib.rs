@@ -15,8 +15,9 @@
 //! [`delta16::Delta16`] (§5.4), [`exepack2::Exepack2`] (with a fast
 //! greedy encoder for its format, [`exepack2::Exepack2Fast`]) and
 //! [`iterated::Iterated`] (Wynn and Wu 2000, §3.2 and §2.2), ccvm's own
-//! [`wordlz::WordLz`] (LZ matches with WK-coded literal words) and
-//! [`hybrid::Hybrid`] (WKdm with an LZ4 fallback), and baselines that wrap
+//! [`wordlz::WordLz`] (LZ matches with WK-coded literal words),
+//! [`pagelz::PageLz`] (LZ77 whose commonest sequences on pages take two
+//! bytes) and [`hybrid::Hybrid`] (WKdm with an LZ4 fallback), and baselines that wrap
 //! the reference C libraries ([`baseline`]: LZ4, LZO1X-1, zstd).
 //!
 //! # Design
@@ -54,7 +55,9 @@ pub mod exepack2;
 pub mod fpc;
 pub mod hybrid;
 pub mod iterated;
+mod lzmatch;
 pub mod lzrw1;
+pub mod pagelz;
 pub mod pbpm;
 mod registry;
 mod same_filled;

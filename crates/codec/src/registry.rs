@@ -11,6 +11,7 @@ use crate::{
     hybrid::Hybrid,
     iterated::Iterated,
     lzrw1::Lzrw1,
+    pagelz::PageLz,
     pbpm::Pbpm,
     wk,
     wordlz::WordLz,
@@ -123,6 +124,12 @@ pub const CODECS: &[CodecInfo] = &[
         about: "ccvm WordLZ: LZ matches at any byte, literal words coded WK-style",
         general: true,
         make: || Box::new(WordLz::new()),
+    },
+    CodecInfo {
+        name: "pagelz",
+        about: "ccvm PageLz: LZ77 with two-byte sequences for the 15 commonest shapes on pages",
+        general: true,
+        make: || Box::new(PageLz::new()),
     },
     CodecInfo {
         name: "hybrid",

@@ -83,3 +83,30 @@ pub fn round_trips(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> (usize
     let stored = lens.iter().map(|&l| if l == 0 { PAGE_SIZE } else { l }).sum();
     (stored, best)
 }
+
+/// The programs of the corpus folders named as arguments (default:
+/// `corpus/large` beside the bundled corpus), all folders as one set, and
+/// the folders' names joined; for the leave-one-program-out examples.
+///
+/// # Panics
+///
+/// If a folder does not load, or fewer than two programs do.
+#[allow(dead_code)] // the leave-one-program-out examples only
+pub fn programs_from_args() -> (Vec<ccvm_corpus::PageFile>, String) {
+    let mut dirs: Vec<std::path::PathBuf> = std::env::args().skip(1).map(Into::into).collect();
+    if dirs.is_empty() {
+        let pages = ccvm_corpus::default_dir();
+        dirs.push(pages.parent().expect("corpus/pages has a parent").join("large"));
+    }
+    let files: Vec<_> = dirs
+        .iter()
+        .flat_map(|d| ccvm_corpus::load_dir(d).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    assert!(files.len() >= 2, "leaving one out needs two programs or more");
+    let names = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
+    (files, names)
+}

@@ -27,6 +27,7 @@
 //!   so an incompressible page costs a fraction of a probe per byte.
 
 use super::{decode, Out, MAX_OFFSET};
+use crate::lzmatch::{common, read32};
 use crate::{valid_block_len, Codec, CompressError, DecodeError};
 
 const HASH_BITS: u32 = 12;
@@ -65,34 +66,8 @@ impl Exepack2Fast {
 }
 
 #[inline(always)]
-fn read32(block: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(block[at..at + 4].try_into().expect("four bytes"))
-}
-
-#[inline(always)]
 fn hash(v: u32) -> usize {
     ((v & 0xff_ffff).wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
-}
-
-/// How many bytes from `a` and `b` (`a < b`) are equal, up to the block's end.
-#[inline(always)]
-fn common(block: &[u8], mut a: usize, mut b: usize) -> usize {
-    let start = b;
-    let n = block.len();
-    while b + 8 <= n {
-        let x = u64::from_le_bytes(block[a..a + 8].try_into().expect("eight bytes"))
-            ^ u64::from_le_bytes(block[b..b + 8].try_into().expect("eight bytes"));
-        if x != 0 {
-            return b - start + (x.trailing_zeros() / 8) as usize;
-        }
-        a += 8;
-        b += 8;
-    }
-    while b < n && block[a] == block[b] {
-        a += 1;
-        b += 1;
-    }
-    b - start
 }
 
 /// The string token for `rem` bytes at `offset` after `nr` (at most 15)
