@@ -27,6 +27,7 @@
 
 mod adaptive;
 mod ager;
+mod budget;
 mod fixed;
 mod levels;
 mod lists;
@@ -39,6 +40,7 @@ mod trap;
 
 pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, SAFE_TARGETS, TARGETS};
 pub use ager::Ager;
+pub use budget::{Budget, Charge, ENTRY_BYTES, HUGE_THRESHOLD, SLACK_DIVISOR};
 pub use fixed::FixedSplit;
 pub use miniature::Miniatures;
 pub use pool::Pool;
@@ -76,15 +78,6 @@ pub enum Action {
     /// anyway). Asked only of a mechanism that said it sees only faults
     /// ([`Policy::faults_only`]); see [`Miniatures`].
     Watch(u64),
-}
-
-/// The memory a policy manages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
-    /// RAM for uncompressed pages and the compression cache together, bytes.
-    pub ram_bytes: u64,
-    /// Bytes per page.
-    pub page_size: u64,
 }
 
 /// A replacement and sizing policy. See the [crate docs](crate).

@@ -135,4 +135,4 @@ pub use uffd::UffdError;
 /// store's slack, so that the budget covers the store's real memory. The
 /// simulator charges the same with `--store-slack`, and a test holds the
 /// two to it.
-pub const CHARGE: ccvm_store::Charge = ccvm_store::Charge::Slack;
+pub const CHARGE: ccvm_policy::Charge = ccvm_policy::Charge::Slack;

@@ -83,7 +83,7 @@ impl CodecCosts {
             for _ in 0..runs {
                 disturb.run();
                 let t = Instant::now();
-                let n = c.compress(&bytes, &mut out[..ccvm_store::HUGE_THRESHOLD]);
+                let n = c.compress(&bytes, &mut out[..ccvm_policy::HUGE_THRESHOLD]);
                 ct.push(t.elapsed().as_nanos() as u32);
                 if let Ok(n) = n {
                     size = n;

@@ -25,7 +25,7 @@ pub struct SimConfig {
     /// watched pages' references reach it as a trapped page's would.
     pub trap_share: Option<f64>,
     /// Charge each compressed page the live store's slack share as well
-    /// (`ccvm_store::Charge::Slack`), as the live runtime's policy does;
+    /// (`ccvm_policy::Charge::Slack`), as the live runtime's policy does;
     /// off, a page costs its compressed bytes and mapping entry only, as
     /// in paper 000's simulations.
     pub store_slack: bool,
@@ -34,11 +34,11 @@ pub struct SimConfig {
 impl SimConfig {
     /// How a compressed page is charged to the policy: with the store's
     /// slack when [`SimConfig::store_slack`] says so.
-    pub fn charge(&self) -> ccvm_store::Charge {
+    pub fn charge(&self) -> ccvm_policy::Charge {
         if self.store_slack {
-            ccvm_store::Charge::Slack
+            ccvm_policy::Charge::Slack
         } else {
-            ccvm_store::Charge::Entry
+            ccvm_policy::Charge::Entry
         }
     }
 }

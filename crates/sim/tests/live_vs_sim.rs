@@ -4,7 +4,7 @@
 //!
 //! Tolerance, 2% of each count: the policy, its budget and its inputs are
 //! the same, and both charge each compressed page its share of the store's
-//! slack (`ccvm_store::Charge::Slack`), but the live store's real memory
+//! slack (`ccvm_policy::Charge::Slack`), but the live store's real memory
 //! (chunk slack, fragmentation) may exceed that share; when the RAM budget
 //! then calls for it, the runtime evicts one more page than the policy
 //! alone would, which the simulator does not. `adaptive-safe` gets 10%:
@@ -27,7 +27,7 @@ fn the_runtime_and_the_simulator_charge_a_page_alike() {
         store_slack: true,
         ..SimConfig::default()
     };
-    for len in [1, 64, 1000, 3071, ccvm_store::HUGE_THRESHOLD, 4096] {
+    for len in [1, 64, 1000, 3071, ccvm_policy::HUGE_THRESHOLD, 4096] {
         assert_eq!(with_slack.charge().of(len), ccvm_runtime::CHARGE.of(len), "{len} bytes");
     }
     // Without the flag the simulator charges as paper 000 does, which the

@@ -22,7 +22,4 @@ pub mod chunks;
 mod store;
 mod table;
 
-pub use store::{
-    encode, Charge, ConfigError, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT, ENTRY_BYTES,
-    HUGE_THRESHOLD, SLACK_DIVISOR,
-};
+pub use store::{encode, ConfigError, Stats, Store, StoreConfig, StoreError, Stored, COMPACTION_MOVES_PER_PUT};

@@ -49,11 +49,10 @@ use quanta::Instant;
 use ccvm_codec::{same_filled_u64, Codec, CompressError, DecodeError, PAGE_SIZE};
 use thiserror::Error;
 
-mod charge;
 mod compact;
 mod encode;
 
-pub use charge::{Charge, ENTRY_BYTES, HUGE_THRESHOLD, SLACK_DIVISOR};
+use ccvm_policy::HUGE_THRESHOLD;
 pub use compact::COMPACTION_MOVES_PER_PUT;
 use compact::FRAGMENTED_ONE_IN;
 pub use encode::{encode, Stored};

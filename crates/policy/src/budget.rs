@@ -1,11 +1,20 @@
-//! How a stored page is charged to a policy's budget: the one rule the
-//! live runtime and the simulator both apply.
+//! How memory is counted against a policy: the [`Budget`] a policy
+//! manages, and how a stored page is charged to it ([`Charge`]), the one
+//! rule the live runtime and the simulator both apply so that what one
+//! counts the other counts.
 
-use ccvm_codec::PAGE_SIZE;
+/// The memory a policy manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// RAM for uncompressed pages and the compression cache together, bytes.
+    pub ram_bytes: u64,
+    /// Bytes per page.
+    pub page_size: u64,
+}
 
-/// Bookkeeping bytes charged to a policy's budget per stored page. A
-/// store counts what it really holds exactly ([`Stats::metadata_bytes`](super::Stats::metadata_bytes)):
-/// per page, the 16-byte table entry, an 8-byte record in its chunk's
+/// Bookkeeping bytes charged to a policy's budget per stored page. The
+/// compressed store counts what it really holds exactly (`ccvm_store`'s
+/// `Stats::metadata_bytes`): per page, the 16-byte table entry, an 8-byte record in its chunk's
 /// member list and a 16-byte reserve for the allocator's books, about 45
 /// bytes in all with the resource map. The charge stays at the 64 bytes
 /// that every simulation and hand-worked test so far has used, a bound on
@@ -24,7 +33,7 @@ pub const SLACK_DIVISOR: usize = 8;
 /// that what one counts the other counts.
 ///
 /// ```
-/// use ccvm_store::Charge;
+/// use ccvm_policy::Charge;
 /// assert_eq!(Charge::Entry.of(1600), 1600 + 64);
 /// assert_eq!(Charge::Slack.of(1600), 1600 + 200 + 64);
 /// ```
@@ -51,7 +60,8 @@ impl Charge {
     }
 }
 
-/// The default [`StoreConfig::huge_threshold`](super::StoreConfig::huge_threshold): pages that compress to
-/// more than three quarters of a page are kept raw, as zram keeps "huge"
-/// pages. The simulator's codec measurements use the same bound.
-pub const HUGE_THRESHOLD: usize = PAGE_SIZE * 3 / 4;
+/// Bytes past which a compressed 4096-byte page is kept raw (and charged
+/// as a whole page): three quarters of a page, as zram keeps "huge" pages.
+/// The compressed store's default, and the bound of the simulator's codec
+/// measurements.
+pub const HUGE_THRESHOLD: usize = 4096 * 3 / 4;
