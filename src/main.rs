@@ -358,7 +358,7 @@ struct RunArgs {
     cache_cost: std::time::Duration,
     /// Codec of the compression cache (see `ccvm codecs`). The default, hybrid, keeps WKdm's speed and ratio
     /// on pages of numbers and LZ4's ratio on pages of strings.
-    #[arg(long, default_value = "hybrid", value_parser = args::codec)]
+    #[arg(long, default_value = ccvm_codec::DEFAULT_CODEC, value_parser = args::codec)]
     codec: String,
     /// Directory for the swap file (default: the system's temp directory).
     #[arg(long)]
@@ -422,7 +422,7 @@ struct ExecArgs {
     #[arg(long, default_value = ccvm_policy::DEFAULT_POLICY, value_parser = ccvm_policy::parse_name)]
     policy: String,
     /// Codec of the compression cache (see `ccvm codecs`).
-    #[arg(long, default_value = "hybrid", value_parser = args::codec)]
+    #[arg(long, default_value = ccvm_codec::DEFAULT_CODEC, value_parser = args::codec)]
     codec: String,
     /// Directory for the swap file (default: the system's temp directory).
     #[arg(long)]

@@ -1,5 +1,5 @@
-//! ccvm's hybrid codec: WKdm first, LZ4 for blocks WKdm leaves large, in the
-//! manner of macOS's memory compressor.
+//! ccvm's hybrid codec: WKdm first, an LZ codec (LZ4, or ccvm's PageLz) for
+//! blocks WKdm leaves large, in the manner of macOS's memory compressor.
 //!
 //! Word-dictionary codecs miss what LZ finds (strings, and records repeated
 //! many words apart), and LZ misses what WKdm finds (pointers and small
@@ -10,8 +10,11 @@
 //! # Format
 //!
 //! ```text
-//! byte 0   0 = a WKdm block follows, 1 = an LZ4 block follows
+//! byte 0   0 = a WKdm block follows, 1 = an LZ4 block, 2 = a PageLz block
 //! ```
+//!
+//! `hybrid` falls back on LZ4 and `hybrid-pagelz` on PageLz; either
+//! decodes the other's blocks.
 //!
 //! The rule has two thresholds, in bytes of WKdm output per 4096 bytes of
 //! block: at or below *keep* WKdm's output is kept; above *abort* (judged
@@ -24,6 +27,7 @@
 //! what it saves is WKdm's speed on the third that WKdm does well.
 
 use crate::baseline::{lz4_compress, lz4_decompress};
+use crate::pagelz::{self, PageLz};
 use crate::wk::WkDm;
 use crate::{valid_block_len, Codec, CompressError, DecodeError, MAX_BLOCK, PAGE_SIZE};
 
@@ -34,9 +38,11 @@ pub const DEFAULT_KEEP: usize = 1408;
 /// page goes to LZ4 alone.
 pub const DEFAULT_ABORT: usize = 1920;
 
-/// Hybrid WKdm/LZ4 codec. See the [module docs](self).
+/// Hybrid WKdm/LZ codec. See the [module docs](self).
 pub struct Hybrid {
     wk: WkDm,
+    /// The LZ codec for pages WKdm leaves large: `None` for LZ4.
+    pagelz: Option<PageLz>,
     scratch: Box<[u8]>,
     keep_per_4k: usize,
     abort_per_4k: usize,
@@ -71,6 +77,7 @@ impl Hybrid {
     pub fn with_thresholds(keep_per_4k: usize, abort_per_4k: usize) -> Self {
         Hybrid {
             wk: WkDm::new(),
+            pagelz: None,
             // LZ4 may expand incompressible data by up to n/255 + 16 bytes.
             scratch: vec![0; MAX_BLOCK + MAX_BLOCK / 255 + 16].into_boxed_slice(),
             keep_per_4k,
@@ -79,9 +86,24 @@ impl Hybrid {
     }
 }
 
+impl Hybrid {
+    /// A hybrid with the default thresholds that falls back on
+    /// [`PageLz`] instead of LZ4: name `hybrid-pagelz`.
+    pub fn with_pagelz() -> Self {
+        Hybrid {
+            pagelz: Some(PageLz::new()),
+            ..Self::new()
+        }
+    }
+}
+
 impl Codec for Hybrid {
     fn name(&self) -> &'static str {
-        "hybrid"
+        if self.pagelz.is_some() {
+            "hybrid-pagelz"
+        } else {
+            "hybrid"
+        }
     }
 
     fn compress(&mut self, block: &[u8], out: &mut [u8]) -> Result<usize, CompressError> {
@@ -97,9 +119,13 @@ impl Codec for Hybrid {
             return Ok(1 + n);
         }
         let lz_budget = wk.unwrap_or(body.len()).min(body.len()).min(self.scratch.len());
-        match lz4_compress(block, &mut self.scratch[..lz_budget], 1) {
+        let (kind, lz) = match &mut self.pagelz {
+            None => (1, lz4_compress(block, &mut self.scratch[..lz_budget], 1)),
+            Some(c) => (2, c.compress(block, &mut self.scratch[..lz_budget])),
+        };
+        match lz {
             Ok(m) if wk.is_none_or(|n| m < n) => {
-                *head = 1;
+                *head = kind;
                 body[..m].copy_from_slice(&self.scratch[..m]);
                 Ok(1 + m)
             }
@@ -129,6 +155,7 @@ impl Codec for Hybrid {
             None => Err(DecodeError::Truncated),
             Some((0, rest)) => self.wk.decompress(rest, block),
             Some((1, rest)) => lz4_decompress(rest, block),
+            Some((2, rest)) => pagelz::decode(rest, block),
             Some(_) => Err(DecodeError::Corrupt("unknown hybrid block kind")),
         }
     }

@@ -66,7 +66,7 @@ pub mod wordlz;
 pub mod xmatch;
 
 pub use error::{CompressError, DecodeError};
-pub use registry::{by_name, names, CodecInfo, CODECS};
+pub use registry::{by_name, names, CodecInfo, CODECS, DEFAULT_CODEC};
 pub use same_filled::{same_filled_u32, same_filled_u64};
 
 /// Size of a memory page, the block size of most of ccvm.

@@ -107,7 +107,7 @@ impl Default for RuntimeConfig {
             ram_bytes: 64 << 20,
             uncompressed_share: 0.5,
             policy: "fixed".into(),
-            codec: "hybrid".into(),
+            codec: ccvm_codec::DEFAULT_CODEC.into(),
             swap_dir: None,
             disk_latency: Duration::ZERO,
             trace: None,
