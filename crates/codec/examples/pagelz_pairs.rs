@@ -24,7 +24,7 @@ mod common;
 
 use ccvm_codec::{
     baseline::Lz4,
-    pagelz::{PageLz, MIN_MATCH, PAIRS},
+    pagelz::{PageLz, ESCAPE, MAX_OFFSET, MIN_MATCH, PAIRS},
     Codec, PAGE_SIZE,
 };
 
@@ -52,8 +52,8 @@ fn shapes(packed: &[u8]) -> (Vec<Shape>, usize) {
     let (mut seqs, mut i) = (Vec::new(), 0);
     loop {
         let h = u16::from_le_bytes([packed[i], packed[i + 1]]) as usize;
-        let (code, offset) = (h >> 12, h & 4095);
-        if code < PAIRS.len() {
+        let (code, offset) = (h >> 12, h & MAX_OFFSET);
+        if code != ESCAPE as usize {
             let (l, m) = PAIRS[code];
             seqs.push((l as usize, m as usize));
             i += 2 + l as usize;
