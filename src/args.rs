@@ -232,6 +232,93 @@ pub fn share(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The paging flags `ccvm run` and `ccvm exec` share, each parsed into its
+/// type here; their defaults are [`RuntimeConfig`]'s (a test checks that
+/// they agree).
+///
+/// [`RuntimeConfig`]: ccvm_runtime::RuntimeConfig
+#[derive(Args, Debug)]
+pub struct PagingArgs {
+    /// Share of the RAM budget for uncompressed pages (fixed policy), 0 to 1.
+    #[arg(long, default_value_t = 0.5, value_parser = share)]
+    pub uncompressed_share: f64,
+    #[arg(long, default_value_t = ccvm_policy::PolicySpec::default(), help = ccvm_policy::help())]
+    pub policy: ccvm_policy::PolicySpec,
+    /// Cost of a disk fault for the adaptive policy (plus --disk-latency), until disk faults are measured:
+    /// an untraced run then prices one at --cache-cost plus the measured difference of their service times.
+    #[arg(long, value_parser = parse_duration, default_value = "100us")]
+    pub disk_cost: Duration,
+    /// Cost of a compression-cache fault for the adaptive policy.
+    #[arg(long, value_parser = parse_duration, default_value = "25us")]
+    pub cache_cost: Duration,
+    /// Codec of the compression cache (see `ccvm codecs`). The default, hybrid, keeps WKdm's speed and ratio
+    /// on pages of numbers and LZ4's ratio on pages of strings.
+    #[arg(long, default_value_t = ccvm_codec::CodecId::default())]
+    pub codec: ccvm_codec::CodecId,
+    /// Directory for the swap file (default: the system's temp directory).
+    #[arg(long)]
+    pub swap_dir: Option<std::path::PathBuf>,
+    /// How faults are served: signal (in the faulting thread, fast; under `exec` every system call is
+    /// intercepted so that its buffers in the heap are in memory first) or thread (a handler thread woken by
+    /// the kernel; slower faults, but system calls into paged memory work without interception, as for
+    /// programs whose kernel work outlives a call, such as io_uring or AIO).
+    #[arg(long, default_value_t = ccvm_runtime::FaultMode::default())]
+    pub fault_mode: ccvm_runtime::FaultMode,
+    /// Copy page frames in and out (UFFDIO_COPY, write-protect and MADV_DONTNEED) instead of moving them with
+    /// UFFDIO_MOVE, which is the default where the kernel has it (Linux 6.8+) and about a third cheaper.
+    #[arg(long)]
+    pub copy_frames: bool,
+    /// Compress evicted pages in the faulting thread instead of in a helper process on another core (the
+    /// default).
+    #[arg(long)]
+    pub compress_in_fault: bool,
+    /// Share of uncompressed pages kept trapped (unmapped, uncompressed) so that their touches are seen: an
+    /// approximation of LRU for resident pages (frames must move: not with --copy-frames). 0 replaces them in
+    /// fault order.
+    #[arg(long, default_value_t = 0.0, value_parser = share)]
+    pub trap_share: f64,
+    /// Most pages read ahead from the compression cache when cache faults walk through memory in order (the
+    /// window doubles from 2 while they do); 0 turns read-ahead off.
+    #[arg(long, default_value_t = ccvm_runtime::DEFAULT_READAHEAD)]
+    pub readahead: usize,
+    /// Read which resident pages were written lately from the page tables (asynchronous write protection and
+    /// PAGEMAP_SCAN, Linux 6.7) and keep them, second-chance style, instead of replacing resident pages in
+    /// fault order. Reads of untouched pages then get writable zeros.
+    #[arg(long)]
+    pub write_scan: bool,
+}
+
+impl PagingArgs {
+    /// The region settings these flags give, with a RAM budget of `ram`
+    /// bytes, checked.
+    ///
+    /// # Errors
+    ///
+    /// A budget below the least ccvm pages with, or settings that do not go
+    /// together (see [`ccvm_runtime::RuntimeConfig::validate`]).
+    pub fn config(&self, ram: u64) -> anyhow::Result<ccvm_runtime::RuntimeConfig> {
+        check_budget("--ram", ram)?;
+        let config = ccvm_runtime::RuntimeConfig {
+            ram_bytes: ram,
+            uncompressed_share: self.uncompressed_share,
+            policy: self.policy.clone(),
+            codec: self.codec,
+            swap_dir: self.swap_dir.clone(),
+            disk_cost: self.disk_cost,
+            cache_cost: self.cache_cost,
+            fault_mode: self.fault_mode,
+            move_frames: !self.copy_frames,
+            background_compression: !self.compress_in_fault,
+            trap_share: self.trap_share,
+            readahead: self.readahead,
+            write_scan: self.write_scan,
+            ..ccvm_runtime::RuntimeConfig::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,5 +341,34 @@ mod tests {
         assert!(positive("0").is_err() && positive("-1").is_err() && positive("inf").is_err());
         assert_eq!(non_negative("0"), Ok(0.0));
         assert!(non_negative("x").unwrap_err().contains("not a number"));
+    }
+
+    #[derive(clap::Parser)]
+    struct Paging {
+        #[command(flatten)]
+        paging: PagingArgs,
+    }
+
+    /// The command line's defaults are the runtime's: one default per
+    /// setting.
+    #[test]
+    fn paging_defaults_are_the_runtimes() {
+        use clap::Parser;
+        let ram = 64 << 20;
+        let got = Paging::parse_from(["ccvm"]).paging.config(ram).unwrap();
+        let want = ccvm_runtime::RuntimeConfig {
+            ram_bytes: ram,
+            ..ccvm_runtime::RuntimeConfig::default()
+        };
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        let bad = Paging::parse_from(["ccvm", "--trap-share", "0.5", "--copy-frames"]);
+        assert!(bad
+            .paging
+            .config(ram)
+            .unwrap_err()
+            .to_string()
+            .contains("--copy-frames"));
+        assert!(Paging::try_parse_from(["ccvm", "--codec", "gzip"]).is_err());
+        assert!(Paging::try_parse_from(["ccvm", "--policy", "fixed101"]).is_err());
     }
 }

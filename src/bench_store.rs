@@ -42,8 +42,8 @@ pub struct Options {
     pub corpus: Option<PathBuf>,
     /// Allocator names; empty for all.
     pub allocators: Vec<String>,
-    /// Codec name.
-    pub codec: String,
+    /// The codec.
+    pub codec: ccvm_codec::CodecId,
     /// Chunk sizes.
     pub chunks: Vec<usize>,
     /// Thread counts for the throughput measurement; empty for the
@@ -106,7 +106,7 @@ impl Row for ThroughputRun {
 fn throughput(
     allocator: &str,
     chunk: usize,
-    codec: &str,
+    codec: ccvm_codec::CodecId,
     threads: usize,
     pages: &[&[u8]],
 ) -> anyhow::Result<ThroughputRun> {
@@ -114,7 +114,7 @@ fn throughput(
     let mut gets = Vec::new();
     for round in 0..ROUNDS {
         let store = Store::new(StoreConfig {
-            codec: codec.into(),
+            codec,
             allocator: allocator.into(),
             chunk_size: chunk,
             ..StoreConfig::default()
@@ -168,7 +168,7 @@ fn throughput(
     Ok(ThroughputRun {
         allocator: allocator.into(),
         chunk,
-        codec: codec.into(),
+        codec: codec.name().into(),
         threads,
         pages: pages.len(),
         put_mbps: mb / median(&mut puts),
@@ -268,9 +268,9 @@ fn xorshift(x: &mut u64) -> u64 {
     *x
 }
 
-fn measure(allocator: &str, chunk: usize, codec: &str, pages: &[&[u8]]) -> anyhow::Result<StoreRun> {
+fn measure(allocator: &str, chunk: usize, codec: ccvm_codec::CodecId, pages: &[&[u8]]) -> anyhow::Result<StoreRun> {
     let config = StoreConfig {
-        codec: codec.into(),
+        codec,
         allocator: allocator.into(),
         chunk_size: chunk,
         ..StoreConfig::default()
@@ -342,11 +342,10 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
             bail!(ccvm_store::alloc::by_name(n, 65536).err().unwrap_or_default());
         }
     }
-    ccvm_codec::by_name(&opts.codec).map_err(anyhow::Error::msg)?;
     for &chunk in &opts.chunks {
         // Settings are checked before any work or output.
         let config = StoreConfig {
-            codec: opts.codec.clone(),
+            codec: opts.codec,
             chunk_size: chunk,
             ..StoreConfig::default()
         };
@@ -385,7 +384,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
             for name in &names {
                 for &threads in &opts.threads {
                     rows.push(
-                        throughput(name, chunk, &opts.codec, threads, &pages)
+                        throughput(name, chunk, opts.codec, threads, &pages)
                             .with_context(|| format!("{name}, {chunk}-byte chunks, {threads} threads"))?,
                     );
                 }
@@ -397,7 +396,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     for &chunk in &opts.chunks {
         for name in &names {
             rows.push(
-                measure(name, chunk, &opts.codec, &pages).with_context(|| format!("{name}, {chunk}-byte chunks"))?,
+                measure(name, chunk, opts.codec, &pages).with_context(|| format!("{name}, {chunk}-byte chunks"))?,
             );
         }
     }
@@ -414,8 +413,8 @@ pub(crate) struct Args {
     #[arg(long = "allocator", value_name = "NAME")]
     allocators: Vec<String>,
     /// Codec the store compresses with.
-    #[arg(long, default_value = "lz4", value_parser = crate::args::codec)]
-    codec: String,
+    #[arg(long, default_value = "lz4")]
+    codec: ccvm_codec::CodecId,
     /// Chunk size in bytes (repeatable): a power of two from 4096.
     #[arg(long = "chunk", value_name = "BYTES", default_values_t = [65536usize])]
     chunks: Vec<usize>,

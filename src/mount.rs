@@ -8,9 +8,9 @@ use ccvm_ramfs::Fs;
 use ccvm_store::{Store, StoreConfig};
 
 /// Mounts a filesystem of at most `size` bytes of memory at `dir`.
-pub fn mount(dir: &Path, size: u64, codec: &str, allocator: &str) -> anyhow::Result<()> {
+pub fn mount(dir: &Path, size: u64, codec: ccvm_codec::CodecId, allocator: &str) -> anyhow::Result<()> {
     let config = StoreConfig {
-        codec: codec.into(),
+        codec,
         allocator: allocator.into(),
         memory_limit: usize::try_from(size).unwrap_or(usize::MAX),
         ..StoreConfig::default()
@@ -86,8 +86,8 @@ pub(crate) struct Args {
     #[arg(long, value_parser = crate::args::parse_bytes, default_value = "256M")]
     size: u64,
     /// Codec of the blocks (see `ccvm codecs`).
-    #[arg(long, default_value = "lz4", value_parser = crate::args::codec)]
-    codec: String,
+    #[arg(long, default_value = "lz4")]
+    codec: ccvm_codec::CodecId,
     /// Slot allocator of the store (rm, zs, ...).
     #[arg(long, default_value = "zs")]
     allocator: String,
@@ -102,5 +102,5 @@ pub(crate) fn run_args(a: Args) -> anyhow::Result<()> {
         );
     }
     crate::args::check_ram("--size", a.size)?;
-    mount(&a.dir, a.size, &a.codec, &a.allocator)
+    mount(&a.dir, a.size, a.codec, &a.allocator)
 }

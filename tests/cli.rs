@@ -1,6 +1,11 @@
 //! The `ccvm` command line: bad input gives one clear line and a failing
 //! exit status; good input gives well-formed reports.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one sequence of steps and checks; the limit is for the code under test"
+)]
+
 mod common;
 
 use std::process::Command;

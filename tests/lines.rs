@@ -2,6 +2,11 @@
 //! traced under Valgrind's Lackey, its line contents checked against what
 //! it wrote, the trace simulated; bad input refused in one line.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one sequence of steps and checks; the limit is for the code under test"
+)]
+
 mod common;
 
 use std::path::Path;

@@ -161,7 +161,9 @@ fn ccvm(data: &[u8], ram: u64, policy: Option<&str>, touches: usize, seed: u64) 
         ram_bytes: ram,
         ..RuntimeConfig::default()
     };
-    config.policy = policy.unwrap_or(ccvm_policy::DEFAULT_POLICY).to_string();
+    if let Some(name) = policy {
+        config.policy = name.parse()?;
+    }
     let mut region = Region::new(data.len(), config)?;
     region.as_mut_slice()[..data.len()].copy_from_slice(data);
     let faults = |r: &Region| {
@@ -380,46 +382,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
     }
     let data = contents(&opts.corpus, opts.pages)?;
     let _zram = Zram::new(&opts.algorithm, 2 * data.len() as u64)?;
-    let mut runs: [Vec<Run>; 4] = Default::default();
-    for round in 0..opts.rounds {
-        let seed = 0x9e37_79b9 + round as u64;
-        let p = plain(&data, opts.touches, seed);
-        let (k, pool) = kernel(opts, seed)?;
-        // The kernel's memory for the region: its share in the cgroup and
-        // zram's pool, which no cgroup is charged for.
-        let ram = (data.len() as f64 * opts.share) as u64 + pool;
-        let c = ccvm_in_child(opts, seed, ram)?;
-        let f = floor_in_child(opts, seed)?;
-        if k.checksum != p.checksum || c.checksum != p.checksum || f.checksum != p.checksum {
-            bail!(
-                "round {round}: checksums differ (plain {:#x}, kernel {:#x}, ccvm {:#x}, trap and moves {:#x}): a page \
-                 came back wrong",
-                p.checksum,
-                k.checksum,
-                c.checksum,
-                f.checksum
-            );
-        }
-        eprintln!(
-            "round {round}: plain {:.3} s, kernel {:.3} s ({} faults, zram's pool {:.1} MiB), ccvm with {:.1} MiB {:.3} s \
-             ({} faults, {} from its swap file)",
-            p.wall_s,
-            k.wall_s,
-            k.faults,
-            pool as f64 / 1048576.0,
-            ram as f64 / 1048576.0,
-            c.wall_s,
-            c.faults,
-            c.disk_faults
-        );
-        eprintln!(
-            "round {round}: trap and moves only {:.3} s ({} faults)",
-            f.wall_s, f.faults
-        );
-        for (i, r) in [p, k, c, f].into_iter().enumerate() {
-            runs[i].push(r);
-        }
-    }
+    let runs = rounds(opts, &data)?;
     let ccvm_name = match &opts.policy {
         Some(p) => format!("ccvm --policy {p}"),
         None => "ccvm".to_string(),
@@ -445,42 +408,7 @@ pub fn run(opts: &Options, format: Format) -> anyhow::Result<()> {
             ),
         })
         .collect();
-    match format {
-        Format::Json => outln!("{}", serde_json::to_string_pretty(&rows)?)?,
-        Format::Csv => {
-            outln!("system,wall_s,faults,us_per_fault")?;
-            for r in &rows {
-                outln!("{},{},{},{}", r.system, r.wall_s, r.faults, r.us_per_fault)?;
-            }
-        }
-        Format::Table => {
-            outln!(
-                "{} pages of real memory, {:.0}% of them in memory uncompressed, {} random touches (read and write \
-                 one word), medians of {} rounds",
-                opts.pages,
-                opts.share * 100.0,
-                opts.touches,
-                opts.rounds
-            )?;
-            outln!(
-                "{:<20} {:>9} {:>10} {:>12}",
-                "system",
-                "wall s",
-                "faults",
-                "µs per fault"
-            )?;
-            for r in &rows {
-                outln!(
-                    "{:<20} {:>9.3} {:>10} {:>12.2}",
-                    r.system,
-                    r.wall_s,
-                    r.faults,
-                    r.us_per_fault
-                )?;
-            }
-        }
-    }
-    Ok(())
+    print_rows(opts, &rows, format)
 }
 
 /// The subcommand's arguments.
@@ -524,4 +452,91 @@ pub(crate) fn run_args(args: Args) -> anyhow::Result<()> {
         policy: args.policy,
     };
     run(&opts, args.output.format())
+}
+
+/// Runs every round: plain memory, the kernel, ccvm given the kernel's
+/// memory, and the trap-and-moves floor, each checked against plain
+/// memory's checksum.
+fn rounds(opts: &Options, data: &[u8]) -> anyhow::Result<[Vec<Run>; 4]> {
+    let mut runs: [Vec<Run>; 4] = Default::default();
+    for round in 0..opts.rounds {
+        let seed = 0x9e37_79b9 + round as u64;
+        let p = plain(data, opts.touches, seed);
+        let (k, pool) = kernel(opts, seed)?;
+        // The kernel's memory for the region: its share in the cgroup and
+        // zram's pool, which no cgroup is charged for.
+        let ram = (data.len() as f64 * opts.share) as u64 + pool;
+        let c = ccvm_in_child(opts, seed, ram)?;
+        let f = floor_in_child(opts, seed)?;
+        if k.checksum != p.checksum || c.checksum != p.checksum || f.checksum != p.checksum {
+            bail!(
+                "round {round}: checksums differ (plain {:#x}, kernel {:#x}, ccvm {:#x}, trap and moves {:#x}): a page \
+                 came back wrong",
+                p.checksum,
+                k.checksum,
+                c.checksum,
+                f.checksum
+            );
+        }
+        eprintln!(
+            "round {round}: plain {:.3} s, kernel {:.3} s ({} faults, zram's pool {:.1} MiB), ccvm with {:.1} MiB {:.3} s \
+             ({} faults, {} from its swap file)",
+            p.wall_s,
+            k.wall_s,
+            k.faults,
+            pool as f64 / 1048576.0,
+            ram as f64 / 1048576.0,
+            c.wall_s,
+            c.faults,
+            c.disk_faults
+        );
+        eprintln!(
+            "round {round}: trap and moves only {:.3} s ({} faults)",
+            f.wall_s, f.faults
+        );
+        for (i, r) in [p, k, c, f].into_iter().enumerate() {
+            runs[i].push(r);
+        }
+    }
+    Ok(runs)
+}
+
+/// Prints the table's rows as `format` says.
+fn print_rows(opts: &Options, rows: &[Row], format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Json => outln!("{}", serde_json::to_string_pretty(rows)?)?,
+        Format::Csv => {
+            outln!("system,wall_s,faults,us_per_fault")?;
+            for r in rows {
+                outln!("{},{},{},{}", r.system, r.wall_s, r.faults, r.us_per_fault)?;
+            }
+        }
+        Format::Table => {
+            outln!(
+                "{} pages of real memory, {:.0}% of them in memory uncompressed, {} random touches (read and write \
+                 one word), medians of {} rounds",
+                opts.pages,
+                opts.share * 100.0,
+                opts.touches,
+                opts.rounds
+            )?;
+            outln!(
+                "{:<20} {:>9} {:>10} {:>12}",
+                "system",
+                "wall s",
+                "faults",
+                "µs per fault"
+            )?;
+            for r in rows {
+                outln!(
+                    "{:<20} {:>9.3} {:>10} {:>12.2}",
+                    r.system,
+                    r.wall_s,
+                    r.faults,
+                    r.us_per_fault
+                )?;
+            }
+        }
+    }
+    Ok(())
 }

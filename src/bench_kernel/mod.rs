@@ -10,19 +10,23 @@
 //! plus the most memory zram held during the run (its `mem_used_max`),
 //! since zram's pool is not charged to the cgroup.
 
+mod children;
+mod compare;
+mod measure;
 pub(crate) mod setup;
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+pub(crate) use children::run_child;
+use children::{ccvm_run, plain_in};
+use compare::{figure, kernel_config, print_comparison};
 
-use anyhow::{bail, Context};
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 use crate::args::Format;
 use crate::report::{self, Row};
 
 pub use setup::{check_machine, zram_available};
-use setup::{Cgroup, Zram, Zswap};
 
 /// What a case runs.
 #[derive(Debug, Clone)]
@@ -254,48 +258,6 @@ pub fn demo_case() -> Case {
     parse_case("graph:128M:72M,96M").expect("a valid case")
 }
 
-/// The completed runs of one row.
-struct Measured {
-    walls: Vec<f64>,
-    faults: Vec<f64>,
-    memory: Vec<f64>,
-    ok: bool,
-}
-
-impl Measured {
-    fn new() -> Measured {
-        Measured {
-            walls: Vec::new(),
-            faults: Vec::new(),
-            memory: Vec::new(),
-            ok: true,
-        }
-    }
-
-    /// The row: medians of the runs, slowdown against `plain_s`.
-    fn row(self, case: &str, system: String, setting: u64, plain_s: f64, oom_kills: usize) -> KernelRow {
-        let runs = self.walls.len();
-        let (wall_s, memory) = if runs == 0 {
-            (f64::NAN, f64::NAN)
-        } else {
-            (median(self.walls), median(self.memory))
-        };
-        KernelRow {
-            case: case.to_string(),
-            system,
-            setting_mib: mib(setting),
-            memory_mib: mib(memory as u64),
-            wall_s,
-            slowdown: wall_s / plain_s,
-            paging_s: (wall_s - plain_s).max(0.0),
-            faults: if runs == 0 { 0 } else { median(self.faults) as u64 },
-            checksum_ok: self.ok && runs > 0,
-            runs,
-            oom_kills,
-        }
-    }
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -305,238 +267,8 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-/// A hash of a program's output, its checksum here.
-fn output_hash(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
-}
-
 /// Attempts per kernel run wanted before the row is given up as killed.
 const KERNEL_ATTEMPTS: usize = 3;
-
-/// Makes `cmd`'s process join `cgroup` before it runs, with transparent
-/// huge pages off (4 KiB pages, as ccvm's regions use: with huge pages the
-/// kernel swaps 2 MiB folios, and its cgroup OOM killer ended runs while
-/// charging their swap-ins).
-fn in_cgroup(cmd: &mut Command, cgroup: Option<&Cgroup>) -> anyhow::Result<()> {
-    let procs = match cgroup {
-        Some(cg) => Some(std::ffi::CString::new(cg.procs().to_string_lossy().into_owned())?),
-        None => None,
-    };
-    // SAFETY: the hook runs in the child between fork and exec and makes
-    // only async-signal-safe calls (prctl, open, write, close).
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
-            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
-            if let Some(procs) = &procs {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // "0" names the writing process itself.
-                let ok = libc::write(fd, b"0\n".as_ptr().cast(), 2) == 2;
-                libc::close(fd);
-                if !ok {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        })
-    };
-    Ok(())
-}
-
-/// What a child run gave: its standard output, status, usage and wall time.
-pub(crate) struct ChildRun {
-    pub(crate) out: Vec<u8>,
-    pub(crate) status: std::process::ExitStatus,
-    usage: libc::rusage,
-    wall: std::time::Duration,
-    /// The peak of what `probe` sampled (compressed swap's pool).
-    pub(crate) probed: u64,
-}
-
-/// Runs `cmd` to its end, sampling `probe` every 10 ms and, if `cgroup`
-/// is given, flushing its statistics every 20 ms (the work-around in
-/// `docs/kernel.md`).
-pub(crate) fn run_child(mut cmd: Command, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<ChildRun> {
-    cmd.stdout(Stdio::piped());
-    in_cgroup(&mut cmd, cgroup)?;
-    let started = std::time::Instant::now();
-    let mut child = cmd.spawn().context("starting the child")?;
-    let pid = child.id() as libc::pid_t;
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let (out, status, usage, wall, probed) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let mut peak = 0;
-            let mut tick = 0u64;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(probe());
-                if tick.is_multiple_of(2) {
-                    if let Some(cg) = cgroup {
-                        cg.flush_stats();
-                    }
-                }
-                tick += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            peak
-        });
-        let reader = s.spawn(move || {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut stdout, &mut bytes).map(|_| bytes)
-        });
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is valid; wait4 fills it.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: waiting for our own child, with valid out-pointers; it
-        // is reaped here, not by `child`.
-        let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        let wall = started.elapsed();
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let out = reader.join().expect("the reader does not panic");
-        let peak = sampler.join().expect("the sampler does not panic");
-        (out, (waited == pid).then_some(status), usage, wall, peak)
-    });
-    drop(child);
-    let out = out.context("reading the child's output")?;
-    let status = std::os::unix::process::ExitStatusExt::from_raw(status.context("waiting for the child")?);
-    Ok(ChildRun {
-        out,
-        status,
-        usage,
-        wall,
-        probed,
-    })
-}
-
-/// Runs the case's job unpaged, in `cgroup` if given: (its report, the
-/// memory it held as measured: the cgroup's peak plus `probe`'s).
-fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<(PlainRun, u64)> {
-    let cmd = match &case.job {
-        Job::Workload { name, size } => {
-            let mut cmd = Command::new(std::env::current_exe()?);
-            cmd.args(["bench", "plain-child", "--workload", name, "--size"])
-                .arg(size.to_string());
-            cmd
-        }
-        Job::Program { command, .. } => {
-            let mut cmd = Command::new(&command[0]);
-            cmd.args(&command[1..]).stderr(Stdio::null());
-            cmd
-        }
-    };
-    let r = run_child(cmd, cgroup, probe)?;
-    if std::os::unix::process::ExitStatusExt::signal(&r.status) == Some(libc::SIGKILL) && cgroup.is_some() {
-        bail!("killed by the cgroup's OOM killer");
-    }
-    if !r.status.success() {
-        bail!("the child failed ({})", r.status);
-    }
-    let run = match &case.job {
-        Job::Workload { .. } => serde_json::from_slice(&r.out).context("reading the child's report")?,
-        Job::Program { .. } => PlainRun {
-            checksum: output_hash(&r.out),
-            wall_s: r.wall.as_secs_f64(),
-            major_faults: r.usage.ru_majflt as u64,
-            max_rss_bytes: r.usage.ru_maxrss as u64 * 1024,
-        },
-    };
-    let held = cgroup.map_or(run.max_rss_bytes, Cgroup::peak_bytes) + r.probed;
-    Ok((run, held))
-}
-
-/// One run of ccvm's.
-struct CcvmRun {
-    wall_s: f64,
-    faults: u64,
-    ok: bool,
-    /// The peak charge of ccvm's whole process tree, measured by a cgroup
-    /// without a limit.
-    memory: u64,
-}
-
-/// The case under ccvm in a child (`ccvm run --json`, or `ccvm exec` for a
-/// program), metered in a cgroup without a limit.
-fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> anyhow::Result<CcvmRun> {
-    let exe = std::env::current_exe()?;
-    let num = |v: &serde_json::Value, p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-    let meter = Cgroup::new(None)?;
-    match &case.job {
-        Job::Workload { name, size } => {
-            let mut cmd = Command::new(exe);
-            // The checksum is known: the paged run alone is metered.
-            cmd.args(["run", "--json", "--workload", name, "--size"])
-                .arg(size.to_string())
-                .arg("--ram")
-                .arg(ram.to_string())
-                .arg(format!("--reference={want:x}"))
-                .args(extra)
-                .stderr(Stdio::piped());
-            let r = run_child(cmd, Some(&meter), || 0)?;
-            if !r.status.success() {
-                bail!("ccvm run failed ({})", r.status);
-            }
-            let v: serde_json::Value = serde_json::from_slice(&r.out).context("reading ccvm run's report")?;
-            Ok(CcvmRun {
-                wall_s: num(&v, "/wall_s"),
-                faults: (num(&v, "/stats/faults_cache") + num(&v, "/stats/faults_disk")) as u64,
-                ok: v.pointer("/checksum_ok").and_then(serde_json::Value::as_bool) == Some(true),
-                memory: meter.peak_bytes(),
-            })
-        }
-        Job::Program { command, .. } => {
-            let report = tempfile::NamedTempFile::new().context("a file for ccvm exec's report")?;
-            let mut cmd = Command::new(exe);
-            cmd.args(["exec", "--ram"])
-                .arg(ram.to_string())
-                .arg("--report")
-                .arg(report.path())
-                .args(extra)
-                .arg("--")
-                .args(command)
-                .stderr(Stdio::null());
-            let r = run_child(cmd, Some(&meter), || 0)?;
-            if !r.status.success() {
-                bail!("ccvm exec {} failed ({})", command.join(" "), r.status);
-            }
-            let v: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(report.path())?).context("reading ccvm exec's report")?;
-            let faults = v["processes"].as_array().map_or(0.0, |ps| {
-                ps.iter()
-                    .map(|p| num(p, "/stats/faults_cache") + num(p, "/stats/faults_disk"))
-                    .sum()
-            });
-            Ok(CcvmRun {
-                wall_s: num(&v, "/wall_s"),
-                faults: faults as u64,
-                ok: output_hash(&r.out) == want,
-                memory: meter.peak_bytes(),
-            })
-        }
-    }
-}
-
-/// The kernel setups' configuration, as the table's readers need it.
-fn kernel_config(plan: &Plan) -> String {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|v| v.trim().to_string())
-            .unwrap_or("?".into())
-    };
-    format!(
-        "kernel: {}; vm.swappiness {}, vm.page-cluster 0 under zram ({} otherwise); zram disksize twice the \
-         footprint; zswap behind a swap file in {}, max_pool_percent {}; transparent huge pages off for every run",
-        read("/proc/sys/kernel/osrelease"),
-        read("/proc/sys/vm/swappiness"),
-        read("/proc/sys/vm/page-cluster"),
-        plan.swap_dir.display(),
-        read("/sys/module/zswap/parameters/max_pool_percent"),
-    )
-}
 
 /// Runs the plan and prints the table, then each case's comparison at
 /// equal measured memory.
@@ -551,115 +283,16 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
     eprintln!("{}", kernel_config(plan));
     let mut rows = Vec::new();
     for case in &plan.cases {
-        let label = case.label();
         let first = rows.len();
-        eprintln!("{label}: plain memory");
-        let mut plain = Measured::new();
-        let mut want = None;
-        for _ in 0..plan.runs {
-            let meter = Cgroup::new(None)?;
-            let (run, held) = plain_in(case, Some(&meter), || 0)?;
-            let want = *want.get_or_insert(run.checksum);
-            plain.ok &= run.checksum == want;
-            plain.walls.push(run.wall_s);
-            plain.faults.push(0.0);
-            plain.memory.push(held as f64);
-        }
-        let want = want.expect("at least one run");
-        let plain_s = median(plain.walls.clone());
-        let footprint = median(plain.memory.clone()) as u64;
-        rows.push(plain.row(&label, "plain memory".into(), footprint, plain_s, 0));
+        let bench = measure::CaseBench::plain(plan, case, &mut rows)?;
         for kernel in &plan.kernels {
             for &limit in &case.limits {
-                eprintln!("{label}: kernel {kernel}, limit {}M", limit >> 20);
-                let mut m = Measured::new();
-                let mut oom_kills = 0;
-                for _attempt in 0..KERNEL_ATTEMPTS * plan.runs {
-                    if m.walls.len() == plan.runs {
-                        break;
-                    }
-                    let result = if let Some(alg) = kernel.strip_prefix("zram-") {
-                        let _zram = Zram::new(alg, 2 * footprint)?;
-                        let cg = Cgroup::new(Some(limit))?;
-                        plain_in(case, Some(&cg), || 0).map(|(run, held)| (run, held + Zram::memory().1))
-                    } else if let Some(alg) = kernel.strip_prefix("zswap-") {
-                        let _zswap = Zswap::new(&plan.swap_dir, 2 * footprint, alg)?;
-                        let cg = Cgroup::new(Some(limit))?;
-                        let charged = cg.charges_zswap();
-                        plain_in(case, Some(&cg), Zswap::pool_bytes).map(|(run, held)| {
-                            // v2 charges the pool to the group: counted once.
-                            (run, if charged { cg.peak_bytes() } else { held })
-                        })
-                    } else {
-                        bail!("unknown kernel setup '{kernel}'; use zram-ALGORITHM or zswap-ALGORITHM");
-                    };
-                    match result {
-                        Ok((run, held)) => {
-                            m.ok &= run.checksum == want;
-                            m.walls.push(run.wall_s);
-                            m.faults.push(run.major_faults as f64);
-                            m.memory.push(held as f64);
-                        }
-                        Err(e) => {
-                            eprintln!("{label}: kernel {kernel} at {}M: {e:#}", limit >> 20);
-                            oom_kills += 1;
-                        }
-                    }
-                }
-                rows.push(m.row(&label, format!("kernel {kernel}"), limit, plain_s, oom_kills));
+                rows.push(bench.kernel(kernel, limit)?);
             }
         }
-        let run_ccvm = |ram: u64, rows: &mut Vec<KernelRow>| -> anyhow::Result<f64> {
-            eprintln!("{label}: ccvm, --ram {:.0}M", mib(ram));
-            let mut m = Measured::new();
-            for _ in 0..plan.runs {
-                let r = ccvm_run(case, ram, &plan.ccvm_args, want)?;
-                m.walls.push(r.wall_s);
-                m.faults.push(r.faults as f64);
-                m.memory.push(r.memory as f64);
-                m.ok &= r.ok;
-            }
-            let row = m.row(&label, "ccvm".into(), ram, plain_s, 0);
-            let held = row.memory_mib;
-            rows.push(row);
-            Ok(held)
-        };
-        if !plan.ccvm_rams.is_empty() {
-            let mut rams = plan.ccvm_rams.clone();
-            rams.sort_unstable();
-            rams.dedup();
-            for ram in rams {
-                run_ccvm(ram, &mut rows)?;
-            }
-        } else {
-            // Each limit first; then each total the first zram setup held,
-            // less what ccvm was measured to hold beyond its budget at the
-            // limits (the program's own memory outside its heap, which no
-            // budget covers, and what ccvm's own exceeds its charge by):
-            // ccvm given what the kernel took, as a user comparing them
-            // would.
-            let mut done: Vec<u64> = Vec::new();
-            let mut beyond = 0.0f64;
-            for &ram in &case.limits {
-                let held = run_ccvm(ram, &mut rows)?;
-                beyond = beyond.max(held - mib(ram));
-                done.push(ram);
-            }
-            let first_zram = plan.kernels.iter().find(|k| k.starts_with("zram-"));
-            let mut totals: Vec<u64> = rows[first..]
-                .iter()
-                .filter(|r| r.runs > 0 && first_zram.is_some_and(|k| r.system == format!("kernel {k}")))
-                .map(|r| ((r.memory_mib - beyond.max(0.0)).floor().max(1.0) as u64) << 20)
-                .filter(|ram| !done.contains(ram))
-                .collect();
-            totals.sort_unstable();
-            totals.dedup();
-            for ram in totals {
-                run_ccvm(ram, &mut rows)?;
-            }
-        }
+        bench.ccvm(&mut rows, first)?;
         if let Some(dir) = &figures {
-            figure(dir.path(), &label, &rows[first..], plain_s)?;
+            figure(dir.path(), &bench.label, &rows[first..], bench.plain_s)?;
         }
     }
     report::print(&rows, format)?;
@@ -673,90 +306,10 @@ pub fn run(plan: &Plan, format: Format) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The best wall time `system` reached in `rows` with at most `memory` MiB
-/// measured: the lower envelope of its (memory, time) points.
-fn envelope<'a>(rows: &'a [KernelRow], system: &str, memory: f64) -> Option<&'a KernelRow> {
-    rows.iter()
-        .filter(|r| r.system == system && r.runs > 0 && r.memory_mib <= memory)
-        .min_by(|a, b| a.wall_s.total_cmp(&b.wall_s))
-}
-
-/// For each kernel point that paged, ccvm's best time within the same
-/// measured memory, and the ratio of their paging times.
-fn print_comparison(rows: &[KernelRow]) -> anyhow::Result<()> {
-    outln!("\nAt equal measured memory (ccvm's best run holding no more than the kernel did):")?;
-    for k in rows
-        .iter()
-        .filter(|r| r.system.starts_with("kernel") && r.runs > 0 && r.faults > 0)
-    {
-        let same_case: Vec<KernelRow> = rows.iter().filter(|r| r.case == k.case).cloned().collect();
-        match envelope(&same_case, "ccvm", k.memory_mib) {
-            Some(c) => outln!(
-                "{}: {} at {:.0}M held {:.1} MiB, paging {:.2} s; ccvm --ram {:.0}M held {:.1} MiB, paging {:.2} s: \
-                 {:.2}x the kernel's paging time",
-                k.case,
-                k.system,
-                k.setting_mib,
-                k.memory_mib,
-                k.paging_s,
-                c.setting_mib,
-                c.memory_mib,
-                c.paging_s,
-                c.paging_s / k.paging_s.max(1e-9)
-            )?,
-            None => outln!(
-                "{}: {} at {:.0}M held {:.1} MiB, paging {:.2} s; no ccvm run held that little",
-                k.case,
-                k.system,
-                k.setting_mib,
-                k.memory_mib,
-                k.paging_s
-            )?,
-        }
-    }
-    Ok(())
-}
-
-/// Wall time against measured memory, a line per system, plain memory's
-/// time as a floor.
-fn figure(dir: &std::path::Path, label: &str, rows: &[KernelRow], plain_s: f64) -> anyhow::Result<()> {
-    let mut systems: Vec<&str> = rows
-        .iter()
-        .filter(|r| r.system != "plain memory")
-        .map(|r| r.system.as_str())
-        .collect();
-    systems.dedup();
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = systems
-        .iter()
-        .map(|&sys| {
-            let mut pts: Vec<(f64, f64)> = rows
-                .iter()
-                .filter(|r| r.system == sys && r.runs > 0)
-                .map(|r| (r.memory_mib, r.wall_s))
-                .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            (sys.to_string(), pts)
-        })
-        .collect();
-    let xs: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|&(x, _)| x)).collect();
-    let (lo, hi) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-    if lo <= hi {
-        series.push(("plain memory".into(), vec![(lo, plain_s), (hi, plain_s)]));
-    }
-    let f = crate::figures::Figure {
-        title: format!("{label}: wall time against memory held"),
-        x_label: "memory held, MiB (cgroup peak + compressed pool)",
-        y_label: "wall time, s",
-        log_y: true,
-        series,
-        shade: None,
-    };
-    let stem = format!("kernel_{}", label.replace([' ', '/'], "_"));
-    crate::figures::save(dir, &stem, &f)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::compare::envelope;
+    use super::measure::Measured;
     use super::*;
 
     #[test]

@@ -103,18 +103,7 @@ struct Row {
 /// thousand instructions, IPC and its speed-up over a plain L2 of the same
 /// size, lines held per frame, share stored compressed, and bytes moved.
 pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
-    let orgs = a
-        .orgs
-        .iter()
-        .map(|s| parse_org(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    for &s in &a.l2_sizes {
-        check_shape(s, a.ways).with_context(|| format!("L2 of {s} bytes and {} ways", a.ways))?;
-    }
-    check_shape(a.l1.0, a.l1.1).context("L1")?;
-    for c in &a.codecs {
-        ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
-    }
+    let orgs = check_sweep(a)?;
     // Figures are refused before any work when their folder cannot be used.
     let figures_dir = a.figures.as_ref().map(ccvm_output::OutputDir::create).transpose()?;
     let mut out = std::io::stdout().lock();
@@ -149,115 +138,8 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
             loading.elapsed().as_secs_f64()
         );
         for codec_name in &a.codecs {
-            let mut codec = ccvm_codec::by_name(codec_name).map_err(anyhow::Error::msg)?;
-            let sizes = trace.sizes(codec.as_mut());
-            // Every configuration of this trace and codec, run two at a time.
-            let mut jobs = Vec::new();
-            for &l2 in &a.l2_sizes {
-                let plain = ("plain".to_string(), Org::Fixed(Organization::Plain));
-                let others = orgs.iter().filter(|(label, _)| label != "plain");
-                for (label, org) in std::iter::once(&plain).chain(others) {
-                    for link in [false, true] {
-                        if !link || a.link {
-                            jobs.push((l2, label.clone(), *org, link));
-                        }
-                    }
-                }
-            }
-            let timing = a.timing;
-            let l1 = Config {
-                size: a.l1.0 as usize,
-                ways: a.l1.1,
-                organization: Organization::Plain,
-            };
-            let simulating = std::time::Instant::now();
-            let runs: Vec<Run> = jobs
-                .par_iter()
-                .map(|&(l2, _, org, link)| {
-                    let l2 = match org {
-                        Org::Fixed(organization) => L2::Fixed(Config {
-                            size: l2 as usize,
-                            ways: a.ways,
-                            organization,
-                        }),
-                        Org::Adaptive => L2::Adaptive {
-                            size: l2 as usize,
-                            ways: a.ways,
-                            thresholds: Thresholds::PAPER,
-                        },
-                    };
-                    simulate(
-                        &trace,
-                        &sizes,
-                        &Machine {
-                            l1,
-                            l2,
-                            timing,
-                            link_compression: link,
-                        },
-                    )
-                })
-                .collect();
-            let cpu = simulating.elapsed().as_secs_f64() * rayon::current_num_threads().min(jobs.len()) as f64;
-            eprintln!(
-                "{codec_name}: {} configurations in {:.1} s on {} threads: {:.1} M references/s per configuration per core",
-                jobs.len(),
-                simulating.elapsed().as_secs_f64(),
-                rayon::current_num_threads().min(jobs.len()),
-                (trace.references() * jobs.len() as u64) as f64 / cpu / 1e6
-            );
-            let rows: Vec<Row> = jobs
-                .into_iter()
-                .zip(runs)
-                .map(|((l2, org, _, link), run)| Row {
-                    trace: name.clone(),
-                    l2,
-                    org,
-                    codec: codec_name.clone(),
-                    link,
-                    run,
-                })
-                .collect();
-            for r in &rows {
-                let base = rows
-                    .iter()
-                    .find(|b| b.l2 == r.l2 && b.org == "plain" && !b.link)
-                    .expect("every size has its plain run");
-                let speedup = r.run.ipc() / base.run.ipc();
-                if a.json {
-                    writeln!(
-                        out,
-                        "{}",
-                        serde_json::json!({
-                            "trace": r.trace, "l2": r.l2, "org": r.org, "codec": r.codec, "link": r.link,
-                            "references": r.run.references, "instructions": r.run.instructions, "cycles": r.run.cycles,
-                            "l1_misses": r.run.l1.misses, "l2_misses": r.run.l2.misses, "l2_hits": r.run.l2.hits,
-                            "compressed_hits": r.run.l2.compressed_hits, "lru_hits": r.run.l2.lru_hits,
-                            "bytes_read": r.run.bytes_read, "bytes_written": r.run.bytes_written,
-                            "writebacks": r.run.writebacks, "unknown": r.run.unknown,
-                            "lines_per_frame": r.run.lines_per_frame, "compressed_share": r.run.compressed_share,
-                            "periods": r.run.periods, "speedup": speedup,
-                        })
-                    )?;
-                    continue;
-                }
-                writeln!(
-                    out,
-                    "{:<14} {:>6} {:<9} {:<6} {:>5} {:>8.3} {:>6.3} {:>7.1}% {:>7.2} {:>6.1}% {:>9.1} {:>9.1}",
-                    truncate(&r.trace, 14),
-                    size_label(r.l2),
-                    r.org,
-                    truncate(&r.codec, 6),
-                    if r.link { "on" } else { "off" },
-                    r.run.mpki(),
-                    r.run.ipc(),
-                    (speedup - 1.0) * 100.0,
-                    r.run.lines_per_frame,
-                    r.run.compressed_share * 100.0,
-                    r.run.bytes_read as f64 / 1e6,
-                    r.run.bytes_written as f64 / 1e6,
-                )?;
-            }
+            let rows = sweep_codec(a, &orgs, &trace, &name, codec_name)?;
+            print_rows(&mut out, &rows, a.json)?;
             all.extend(rows);
         }
     }
@@ -265,6 +147,145 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
         figures(dir.path(), &all)?;
         eprintln!("figures in {}", dir.path().display());
         dir.keep();
+    }
+    Ok(())
+}
+
+/// The organizations `a` names, once its shapes and codecs are checked.
+fn check_sweep(a: &CacheSweep) -> anyhow::Result<Vec<(String, Org)>> {
+    let orgs = a
+        .orgs
+        .iter()
+        .map(|s| parse_org(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for &s in &a.l2_sizes {
+        check_shape(s, a.ways).with_context(|| format!("L2 of {s} bytes and {} ways", a.ways))?;
+    }
+    check_shape(a.l1.0, a.l1.1).context("L1")?;
+    for c in &a.codecs {
+        ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
+    }
+    Ok(orgs)
+}
+
+/// Every configuration of `trace` (named `name`) with codec `codec_name`:
+/// each L2 size, the plain L2 first and then each organization, with and
+/// without link compression, simulated in parallel.
+fn sweep_codec(
+    a: &CacheSweep,
+    orgs: &[(String, Org)],
+    trace: &LineTrace,
+    name: &str,
+    codec_name: &str,
+) -> anyhow::Result<Vec<Row>> {
+    let mut codec = ccvm_codec::by_name(codec_name).map_err(anyhow::Error::msg)?;
+    let sizes = trace.sizes(codec.as_mut());
+    let mut jobs = Vec::new();
+    for &l2 in &a.l2_sizes {
+        let plain = ("plain".to_string(), Org::Fixed(Organization::Plain));
+        let others = orgs.iter().filter(|(label, _)| label != "plain");
+        for (label, org) in std::iter::once(&plain).chain(others) {
+            for link in [false, true] {
+                if !link || a.link {
+                    jobs.push((l2, label.clone(), *org, link));
+                }
+            }
+        }
+    }
+    let l1 = Config {
+        size: a.l1.0 as usize,
+        ways: a.l1.1,
+        organization: Organization::Plain,
+    };
+    let simulating = std::time::Instant::now();
+    let runs: Vec<Run> = jobs
+        .par_iter()
+        .map(|&(l2, _, org, link)| {
+            let l2 = match org {
+                Org::Fixed(organization) => L2::Fixed(Config {
+                    size: l2 as usize,
+                    ways: a.ways,
+                    organization,
+                }),
+                Org::Adaptive => L2::Adaptive {
+                    size: l2 as usize,
+                    ways: a.ways,
+                    thresholds: Thresholds::PAPER,
+                },
+            };
+            let machine = Machine {
+                l1,
+                l2,
+                timing: a.timing,
+                link_compression: link,
+            };
+            simulate(trace, &sizes, &machine)
+        })
+        .collect();
+    let threads = rayon::current_num_threads().min(jobs.len());
+    let cpu = simulating.elapsed().as_secs_f64() * threads as f64;
+    eprintln!(
+        "{codec_name}: {} configurations in {:.1} s on {threads} threads: {:.1} M references/s per configuration per core",
+        jobs.len(),
+        simulating.elapsed().as_secs_f64(),
+        (trace.references() * jobs.len() as u64) as f64 / cpu / 1e6
+    );
+    Ok(jobs
+        .into_iter()
+        .zip(runs)
+        .map(|((l2, org, _, link), run)| Row {
+            trace: name.to_string(),
+            l2,
+            org,
+            codec: codec_name.to_string(),
+            link,
+            run,
+        })
+        .collect())
+}
+
+/// Prints `rows` (one trace and codec) as table lines or JSON lines, each
+/// with its speed-up over the plain L2 of its size.
+fn print_rows(out: &mut impl Write, rows: &[Row], json: bool) -> anyhow::Result<()> {
+    for r in rows {
+        let base = rows
+            .iter()
+            .find(|b| b.l2 == r.l2 && b.org == "plain" && !b.link)
+            .expect("every size has its plain run");
+        let speedup = r.run.ipc() / base.run.ipc();
+        if json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({
+                    "trace": r.trace, "l2": r.l2, "org": r.org, "codec": r.codec, "link": r.link,
+                    "references": r.run.references, "instructions": r.run.instructions, "cycles": r.run.cycles,
+                    "l1_misses": r.run.l1.misses, "l2_misses": r.run.l2.misses, "l2_hits": r.run.l2.hits,
+                    "compressed_hits": r.run.l2.compressed_hits, "lru_hits": r.run.l2.lru_hits,
+                    "bytes_read": r.run.bytes_read, "bytes_written": r.run.bytes_written,
+                    "writebacks": r.run.writebacks, "unknown": r.run.unknown,
+                    "lines_per_frame": r.run.lines_per_frame, "compressed_share": r.run.compressed_share,
+                    "periods": r.run.periods, "speedup": speedup,
+                })
+            )?;
+            continue;
+        }
+        writeln!(
+            out,
+            "{:<14} {:>6} {:<9} {:<6} {:>5} {:>8.3} {:>6.3} {:>7.1}% {:>7.2} {:>6.1}% {:>9.1} {:>9.1}",
+            truncate(&r.trace, 14),
+            size_label(r.l2),
+            r.org,
+            truncate(&r.codec, 6),
+            if r.link { "on" } else { "off" },
+            r.run.mpki(),
+            r.run.ipc(),
+            (speedup - 1.0) * 100.0,
+            r.run.lines_per_frame,
+            r.run.compressed_share * 100.0,
+            r.run.bytes_read as f64 / 1e6,
+            r.run.bytes_written as f64 / 1e6,
+        )?;
     }
     Ok(())
 }

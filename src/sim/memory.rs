@@ -59,9 +59,10 @@ fn page_costs(codec: &mut dyn ccvm_codec::Codec, pages: &[Vec<u8>]) -> anyhow::R
 /// each trace and memory size; prints disk reads, CDC hits, the pages the
 /// memory held and the performance against Base (paper 002's tables).
 pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
-    use ccvm_cachesim::memory::{simulate_memory, Cdc, Fmc, MemorySystem, Scheme, PAGE};
-    let mut fmc_codec = ccvm_codec::by_name(&a.fmc_codec).map_err(anyhow::Error::msg)?;
-    let mut cdc_codec = ccvm_codec::by_name(&a.cdc_codec).map_err(anyhow::Error::msg)?;
+    let mut codecs = (
+        ccvm_codec::by_name(&a.fmc_codec).map_err(anyhow::Error::msg)?,
+        ccvm_codec::by_name(&a.cdc_codec).map_err(anyhow::Error::msg)?,
+    );
     check_shape(a.l2, 8).context("L2")?;
     outln!(
         "{:<10} {:>7} {:<16} {:>8} {:>9} {:>8} {:>10} {:>7} {:>9}",
@@ -77,109 +78,132 @@ pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
     )?;
     for (path, name) in a.traces.iter().zip(ccvm_sim::plan::trace_names(&a.traces)) {
         let trace = LineTrace::open(path)?;
-        // The pages as they ended, for the footprint and the codec's costs.
-        let mut last: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
-        let mut pages = std::collections::HashSet::new();
-        for e in trace.events() {
-            match e {
-                ccvm_cachesim::trace::Event::Contents { line, image } => {
-                    last.insert(line, image);
-                }
-                ccvm_cachesim::trace::Event::Reference { line, .. } => {
-                    pages.insert(line / 64);
-                }
-            }
-        }
-        let mut pages: Vec<u64> = pages.into_iter().collect();
-        pages.sort_unstable();
-        let sample: Vec<Vec<u8>> = pages
-            .iter()
-            .step_by(pages.len().div_ceil(2000).max(1))
-            .map(|&p| {
-                (0..64)
-                    .flat_map(|i| {
-                        last.get(&(p * 64 + i))
-                            .map_or([0u8; 64], |&img| trace.images()[img as usize])
-                    })
-                    .collect()
-            })
-            .collect();
-        let (compress, decompress) = page_costs(cdc_codec.as_mut(), &sample)?;
+        let (pages, sample) = final_pages(&trace);
+        let costs = page_costs(codecs.1.as_mut(), &sample)?;
         eprintln!(
-            "{}: {} pages touched; {} a page: compress {compress} ns, decompress {decompress} ns (median of {})",
+            "{}: {} pages touched; {} a page: compress {} ns, decompress {} ns (median of {})",
             path.display(),
-            pages.len(),
+            pages,
             a.cdc_codec,
+            costs.0,
+            costs.1,
             sample.len()
         );
-        let l1 = Config {
-            size: 32 << 10,
-            ways: 2,
-            organization: Organization::Plain,
-        };
-        let l2 = Config {
-            size: a.l2 as usize,
-            ways: 8,
-            organization: Organization::Plain,
-        };
         for &share in &a.shares {
-            let memory = ((pages.len() as f64 * share) as usize).max(4) * PAGE;
-            let fmc = Fmc {
-                chipset: ((memory as f64 * a.chipset_share) as usize).max(4096),
-                chipset_latency: 50,
-                block: 256,
-                sector: 64,
-                decompress: 32,
-            };
-            let cdc = |part: f64| Cdc {
-                bytes: (memory as f64 * part) as usize,
-                decompress,
-                compress,
-                path: 1000,
-            };
-            let schemes = [
-                ("base", Scheme::Base),
-                ("chipset only", Scheme::ChipsetCache(fmc)),
-                ("fmc", Scheme::Fmc(fmc)),
-                ("cdc 25%", Scheme::Cdc(cdc(0.25))),
-                ("cdc 50%", Scheme::Cdc(cdc(0.5))),
-                ("cdc 75%", Scheme::Cdc(cdc(0.75))),
-            ];
-            let runs: Vec<_> = schemes
-                .iter()
-                .map(|&(label, scheme)| {
-                    let codec = if matches!(scheme, Scheme::Fmc(_)) {
-                        fmc_codec.as_mut()
-                    } else {
-                        cdc_codec.as_mut()
-                    };
-                    let system = MemorySystem {
-                        l1,
-                        l2,
-                        memory,
-                        memory_latency: 80,
-                        disk: a.disk,
-                        scheme,
-                    };
-                    (label, simulate_memory(&trace, codec, &system))
-                })
-                .collect();
-            let base = runs[0].1.ipc();
-            for (label, r) in &runs {
-                outln!(
-                    "{:<10} {:>6.0}% {:<16} {:>8} {:>9} {:>8} {:>10} {:>7.4} {:>8.1}%",
-                    truncate(&name, 10),
-                    share * 100.0,
-                    label,
-                    r.chipset_hits,
-                    r.disk_reads,
-                    r.cdc_hits,
-                    r.pages_held,
-                    r.ipc(),
-                    (r.ipc() / base - 1.0) * 100.0
-                )?;
+            memory_at(a, &trace, &name, pages, share, costs, &mut codecs)?;
+        }
+    }
+    Ok(())
+}
+
+/// The number of pages `trace` touches, and a sample of at most about
+/// 2000 of them as they ended, to measure the codec's costs on.
+fn final_pages(trace: &LineTrace) -> (usize, Vec<Vec<u8>>) {
+    let mut last: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+    let mut pages = std::collections::HashSet::new();
+    for e in trace.events() {
+        match e {
+            ccvm_cachesim::trace::Event::Contents { line, image } => {
+                last.insert(line, image);
+            }
+            ccvm_cachesim::trace::Event::Reference { line, .. } => {
+                pages.insert(line / 64);
             }
         }
+    }
+    let mut pages: Vec<u64> = pages.into_iter().collect();
+    pages.sort_unstable();
+    let sample = pages
+        .iter()
+        .step_by(pages.len().div_ceil(2000).max(1))
+        .map(|&p| {
+            (0..64)
+                .flat_map(|i| {
+                    last.get(&(p * 64 + i))
+                        .map_or([0u8; 64], |&img| trace.images()[img as usize])
+                })
+                .collect()
+        })
+        .collect();
+    (pages.len(), sample)
+}
+
+/// Every scheme on `trace` (named `name`) with memory for `share` of its
+/// `pages`, FMC's codec first in `codecs` and CDC's second; CDC's page
+/// (compress, decompress) `costs` in ns; prints a line each.
+fn memory_at(
+    a: &MemorySweep,
+    trace: &LineTrace,
+    name: &str,
+    pages: usize,
+    share: f64,
+    (compress, decompress): (u64, u64),
+    codecs: &mut (Box<dyn ccvm_codec::Codec>, Box<dyn ccvm_codec::Codec>),
+) -> anyhow::Result<()> {
+    use ccvm_cachesim::memory::{simulate_memory, Cdc, Fmc, MemorySystem, Scheme, PAGE};
+    let l1 = Config {
+        size: 32 << 10,
+        ways: 2,
+        organization: Organization::Plain,
+    };
+    let l2 = Config {
+        size: a.l2 as usize,
+        ways: 8,
+        organization: Organization::Plain,
+    };
+    let memory = ((pages as f64 * share) as usize).max(4) * PAGE;
+    let fmc = Fmc {
+        chipset: ((memory as f64 * a.chipset_share) as usize).max(4096),
+        chipset_latency: 50,
+        block: 256,
+        sector: 64,
+        decompress: 32,
+    };
+    let cdc = |part: f64| Cdc {
+        bytes: (memory as f64 * part) as usize,
+        decompress,
+        compress,
+        path: 1000,
+    };
+    let schemes = [
+        ("base", Scheme::Base),
+        ("chipset only", Scheme::ChipsetCache(fmc)),
+        ("fmc", Scheme::Fmc(fmc)),
+        ("cdc 25%", Scheme::Cdc(cdc(0.25))),
+        ("cdc 50%", Scheme::Cdc(cdc(0.5))),
+        ("cdc 75%", Scheme::Cdc(cdc(0.75))),
+    ];
+    let mut runs = Vec::new();
+    for (label, scheme) in schemes {
+        let codec = if matches!(scheme, Scheme::Fmc(_)) {
+            codecs.0.as_mut()
+        } else {
+            codecs.1.as_mut()
+        };
+        let system = MemorySystem {
+            l1,
+            l2,
+            memory,
+            memory_latency: 80,
+            disk: a.disk,
+            scheme,
+        };
+        runs.push((label, simulate_memory(trace, codec, &system)));
+    }
+    let base = runs[0].1.ipc();
+    for (label, r) in &runs {
+        outln!(
+            "{:<10} {:>6.0}% {:<16} {:>8} {:>9} {:>8} {:>10} {:>7.4} {:>8.1}%",
+            truncate(name, 10),
+            share * 100.0,
+            label,
+            r.chipset_hits,
+            r.disk_reads,
+            r.cdc_hits,
+            r.pages_held,
+            r.ipc(),
+            (r.ipc() / base - 1.0) * 100.0
+        )?;
     }
     Ok(())
 }

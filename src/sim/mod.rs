@@ -2,6 +2,7 @@
 //! policies over memory sizes, codecs and disk costs (paper 000 §4). This
 //! module runs sweeps; [`report`] summarizes them.
 
+pub mod args;
 pub mod cache;
 pub mod chip;
 pub mod memory;
@@ -29,52 +30,7 @@ pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result
     let cache = out.join("costs");
     let mut loaded = Vec::new();
     for ((path, name), trace) in traces.iter().zip(plan::trace_names(traces)).zip(read) {
-        let mut bar = None;
-        let l = plan.load(path, trace, name, &cache, &mut |p| match p {
-            Progress::Timing { codec, images } => {
-                eprintln!(
-                    "{}: {codec} costs of {images} page images (timed once, then kept in {})",
-                    path.display(),
-                    cache.display()
-                );
-                let b = ProgressBar::new(u64::from(images)).with_style(
-                    ProgressStyle::with_template("{bar:40} {pos}/{len} images timed, {eta} left").expect("template"),
-                );
-                if let Some(old) = bar.replace(b) {
-                    old.finish_and_clear();
-                }
-            }
-            Progress::Timed => {
-                if let Some(b) = &bar {
-                    b.inc(1);
-                }
-            }
-        });
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
-        let l = l?;
-        if !l.skipped.is_empty() {
-            eprintln!(
-                "{}: skipping sizes {:?}: the trace covers {}..={} pages (its window to its footprint)",
-                path.display(),
-                l.skipped,
-                l.trace.header.window_pages.max(1),
-                l.lru.len() - 1
-            );
-        }
-        if l.plain {
-            let p = &plan.plain;
-            eprintln!(
-                "{}: imported {} references; every page compresses {}:1 in {} ns and back in {} ns",
-                path.display(),
-                l.trace.refs.len(),
-                p.ratio,
-                p.compress_ns,
-                p.decompress_ns
-            );
-        }
-        loaded.push(l);
+        loaded.push(load(plan, path, trace, name, &cache)?);
     }
     let points = plan.points(&loaded);
     let bar = ProgressBar::new(points.len() as u64)
@@ -102,6 +58,57 @@ pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result
         out.join("sweep.{csv,json}").display()
     )?;
     Ok(())
+}
+
+/// Loads one trace read by `plan` (its codec costs timed, or taken from
+/// `cache`), with a progress bar while images are timed.
+fn load(plan: &SweepPlan, path: &Path, trace: ccvm_sim::Trace, name: String, cache: &Path) -> anyhow::Result<Loaded> {
+    let mut bar = None;
+    let l = plan.load(path, trace, name, cache, &mut |p| match p {
+        Progress::Timing { codec, images } => {
+            eprintln!(
+                "{}: {codec} costs of {images} page images (timed once, then kept in {})",
+                path.display(),
+                cache.display()
+            );
+            let b = ProgressBar::new(u64::from(images)).with_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} images timed, {eta} left").expect("template"),
+            );
+            if let Some(old) = bar.replace(b) {
+                old.finish_and_clear();
+            }
+        }
+        Progress::Timed => {
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let l = l?;
+    if !l.skipped.is_empty() {
+        eprintln!(
+            "{}: skipping sizes {:?}: the trace covers {}..={} pages (its window to its footprint)",
+            path.display(),
+            l.skipped,
+            l.trace.header.window_pages.max(1),
+            l.lru.len() - 1
+        );
+    }
+    if l.plain {
+        let p = &plan.plain;
+        eprintln!(
+            "{}: imported {} references; every page compresses {}:1 in {} ns and back in {} ns",
+            path.display(),
+            l.trace.refs.len(),
+            p.ratio,
+            p.compress_ns,
+            p.decompress_ns
+        );
+    }
+    Ok(l)
 }
 
 /// Writes `traces.csv`, a [`plan::TraceSummary`] per trace and codec.

@@ -127,6 +127,15 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         outln!("simulated CPU {f} times slower than the measuring one (codec and program run times x {f})")?;
     }
     print_traces(dir)?;
+    print_header()?;
+    print_reductions(&rows, keys)?;
+    against_best_fixed(&rows)?;
+    no_harm(&rows)?;
+    Ok(())
+}
+
+/// The report's column headings.
+fn print_header() -> anyhow::Result<()> {
     outln!(
         "paging-time reduction against LRU, % (paper 000 at 5 ms: 20-80% over the interesting region, about 40% on average)"
     )?;
@@ -159,6 +168,13 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
         "all",
         "worst"
     )?;
+    Ok(())
+}
+
+/// A line per (trace, codec, policy, disk cost) key of `rows`: the
+/// reduction's mean and range over the interesting region and over every
+/// size, and the change in time to completion.
+fn print_reductions(rows: &[SweepRow], keys: Vec<(String, String, String, u64)>) -> anyhow::Result<()> {
     let stats = |v: &[f64]| {
         if v.is_empty() {
             return "      -       -       - 0".to_string();
@@ -205,8 +221,6 @@ pub fn report(dir: &Path) -> anyhow::Result<()> {
             }
         )?;
     }
-    against_best_fixed(&rows)?;
-    no_harm(&rows)?;
     Ok(())
 }
 

@@ -31,7 +31,7 @@
 //! are asynchronous and free, as 000 and 002 assume for reads' sake; the
 //! translation tables of FMC are not charged.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::cache::{Access, Cache, Config, Organization, Victim, LINE};
 use crate::trace::{Event, LineTrace};
@@ -181,166 +181,231 @@ impl Lru {
 ///
 /// As [`Cache::new`] for the levels and the chipset cache.
 pub fn simulate_memory(trace: &LineTrace, codec: &mut dyn ccvm_codec::Codec, system: &MemorySystem) -> MemoryRun {
-    let mut run = MemoryRun::default();
-    let mut l1 = Cache::new(system.l1);
-    let mut l2 = Cache::new(system.l2);
-    let chipset_shape = match system.scheme {
-        Scheme::Fmc(f) | Scheme::ChipsetCache(f) => Some(f),
-        _ => None,
-    };
-    // The chipset cache holds blocks; a Cache of 64-byte frames numbered
-    // by block holds as many blocks as frames.
-    let mut chipset = chipset_shape.map(|f| {
-        Cache::new(Config {
-            size: (f.chipset / f.block).next_power_of_two().max(16) * LINE,
-            ways: 16,
-            organization: Organization::Plain,
-        })
-    });
-    let mut current: HashMap<u64, u32> = HashMap::new();
-    let mut resident = Lru::default();
-    let mut cdc = Lru::default();
-    let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::new();
-    let (uncompressed_bytes, cdc_bytes) = match system.scheme {
-        Scheme::Cdc(c) => (system.memory.saturating_sub(c.bytes), c.bytes),
-        _ => (system.memory, 0),
-    };
-    let mut page_buf = vec![0u8; PAGE];
-    let mut out = vec![0u8; PAGE + PAGE / 2];
-    let mut sized = |page: u64, current: &HashMap<u64, u32>, block: usize, sector: usize| -> usize {
-        for (i, chunk) in page_buf.chunks_mut(LINE).enumerate() {
-            match current.get(&(page * (PAGE / LINE) as u64 + i as u64)) {
-                Some(&img) => chunk.copy_from_slice(&trace.images()[img as usize]),
-                None => chunk.fill(0),
-            }
-        }
-        page_buf
-            .chunks(block)
-            .map(|b| {
-                codec
-                    .compress(b, &mut out)
-                    .map_or(block, |n| n.min(block))
-                    .div_ceil(sector)
-                    * sector
-            })
-            .sum()
-    };
-    // FMC sizes a page when it comes in, and again when it is next touched
-    // after its contents changed (a fresh page is zeros and tiny at first).
-    let fmc_blocks = match system.scheme {
-        Scheme::Fmc(f) => Some((f.block, f.sector)),
-        _ => None,
-    };
-    let mut stale: std::collections::HashSet<u64> = std::collections::HashSet::new();
-    let (mut v1, mut v2, mut gone) = (Vec::<Victim>::new(), Vec::<Victim>::new(), Vec::<Victim>::new());
-    let l2_latency = crate::system::Timing::PAPER.l2;
-    let mut clock = 0u64;
+    let mut sim = MemorySim::new(trace, codec, system);
     for event in trace.events() {
-        let (line, write, instructions) = match event {
+        match event {
             Event::Contents { line, image } => {
-                current.insert(line, image);
-                if fmc_blocks.is_some() {
-                    stale.insert(line / (PAGE / LINE) as u64);
+                sim.current.insert(line, image);
+                if sim.fmc_blocks.is_some() {
+                    sim.stale.insert(line / (PAGE / LINE) as u64);
                 }
-                continue;
             }
             Event::Reference {
                 line,
                 write,
                 instructions,
-            } => (line, write, instructions),
+            } => sim.reference(line, write, instructions),
+        }
+    }
+    let mut run = sim.run;
+    run.pages_held = (sim.resident.stamp.len() + sim.cdc.stamp.len()) as u64;
+    run.footprint = sim.seen.len() as u64;
+    run
+}
+
+/// The memory system's state during a run.
+struct MemorySim<'a> {
+    trace: &'a LineTrace,
+    codec: &'a mut dyn ccvm_codec::Codec,
+    system: &'a MemorySystem,
+    run: MemoryRun,
+    l1: Cache,
+    l2: Cache,
+    /// FMC's or the plain chipset cache's shape.
+    chipset_shape: Option<Fmc>,
+    /// The chipset cache holds blocks; a Cache of 64-byte frames numbered
+    /// by block holds as many blocks as frames.
+    chipset: Option<Cache>,
+    /// Each line's current contents, as an image of the trace.
+    current: HashMap<u64, u32>,
+    resident: Lru,
+    cdc: Lru,
+    seen: HashSet<u64>,
+    uncompressed_bytes: usize,
+    cdc_bytes: usize,
+    page_buf: Vec<u8>,
+    out: Vec<u8>,
+    /// FMC sizes a page when it comes in, and again when it is next
+    /// touched after its contents changed (a fresh page is zeros and tiny
+    /// at first): the block and sector, and the pages changed since.
+    fmc_blocks: Option<(usize, usize)>,
+    stale: HashSet<u64>,
+    v1: Vec<Victim>,
+    v2: Vec<Victim>,
+    gone: Vec<Victim>,
+    clock: u64,
+}
+
+impl<'a> MemorySim<'a> {
+    fn new(trace: &'a LineTrace, codec: &'a mut dyn ccvm_codec::Codec, system: &'a MemorySystem) -> Self {
+        let chipset_shape = match system.scheme {
+            Scheme::Fmc(f) | Scheme::ChipsetCache(f) => Some(f),
+            _ => None,
         };
+        let chipset = chipset_shape.map(|f| {
+            Cache::new(Config {
+                size: (f.chipset / f.block).next_power_of_two().max(16) * LINE,
+                ways: 16,
+                organization: Organization::Plain,
+            })
+        });
+        let (uncompressed_bytes, cdc_bytes) = match system.scheme {
+            Scheme::Cdc(c) => (system.memory.saturating_sub(c.bytes), c.bytes),
+            _ => (system.memory, 0),
+        };
+        let fmc_blocks = match system.scheme {
+            Scheme::Fmc(f) => Some((f.block, f.sector)),
+            _ => None,
+        };
+        MemorySim {
+            trace,
+            codec,
+            system,
+            run: MemoryRun::default(),
+            l1: Cache::new(system.l1),
+            l2: Cache::new(system.l2),
+            chipset_shape,
+            chipset,
+            current: HashMap::new(),
+            resident: Lru::default(),
+            cdc: Lru::default(),
+            seen: HashSet::new(),
+            uncompressed_bytes,
+            cdc_bytes,
+            page_buf: vec![0u8; PAGE],
+            out: vec![0u8; PAGE + PAGE / 2],
+            fmc_blocks,
+            stale: HashSet::new(),
+            v1: Vec::new(),
+            v2: Vec::new(),
+            gone: Vec::new(),
+            clock: 0,
+        }
+    }
+
+    /// Bytes `page` takes compressed by blocks of `block` bytes, each
+    /// rounded up to whole sectors of `sector` bytes.
+    fn sized(&mut self, page: u64, block: usize, sector: usize) -> usize {
+        for (i, chunk) in self.page_buf.chunks_mut(LINE).enumerate() {
+            match self.current.get(&(page * (PAGE / LINE) as u64 + i as u64)) {
+                Some(&img) => chunk.copy_from_slice(&self.trace.images()[img as usize]),
+                None => chunk.fill(0),
+            }
+        }
+        let (codec, out) = (&mut *self.codec, &mut self.out);
+        self.page_buf
+            .chunks(block)
+            .map(|b| codec.compress(b, out).map_or(block, |n| n.min(block)).div_ceil(sector) * sector)
+            .sum()
+    }
+
+    /// One data reference: the caches, then on an L2 miss its page and
+    /// its line.
+    fn reference(&mut self, line: u64, write: bool, instructions: u64) {
+        let run = &mut self.run;
         run.references += 1;
         run.instructions += instructions;
         run.cycles += instructions;
-        v1.clear();
-        if let Access::Hit { .. } = l1.reference(line, write, || LINE, &mut v1) {
-            continue;
+        self.v1.clear();
+        if let Access::Hit { .. } = self.l1.reference(line, write, || LINE, &mut self.v1) {
+            return;
         }
-        for v in &v1 {
-            l2.mark_dirty(v.line);
+        for v in &self.v1 {
+            self.l2.mark_dirty(v.line);
         }
-        v2.clear();
-        run.cycles += l2_latency;
-        if let Access::Hit { .. } = l2.reference(line, false, || LINE, &mut v2) {
-            continue;
+        self.v2.clear();
+        self.run.cycles += crate::system::Timing::PAPER.l2;
+        if let Access::Hit { .. } = self.l2.reference(line, false, || LINE, &mut self.v2) {
+            return;
         }
-        for v in &v2 {
-            l1.remove(v.line);
+        for v in &self.v2 {
+            self.l1.remove(v.line);
         }
-        run.l2_misses += 1;
-        clock += 1;
-        // The page first: resident, in the compressed disk cache, or on disk.
-        let page = line / (PAGE / LINE) as u64;
-        let first_touch = seen.insert(page);
-        let was_resident = resident.touch(page, clock);
-        if let (true, Some((block, sector))) = (was_resident, fmc_blocks) {
-            if stale.remove(&page) {
-                resident.resize(page, sized(page, &current, block, sector));
+        self.run.l2_misses += 1;
+        self.clock += 1;
+        self.page_in(line / (PAGE / LINE) as u64);
+        self.evict_over();
+        self.line_from_memory(line);
+    }
+
+    /// The page of an L2 miss: resident, in the compressed disk cache, or
+    /// on disk.
+    fn page_in(&mut self, page: u64) {
+        let first_touch = self.seen.insert(page);
+        let was_resident = self.resident.touch(page, self.clock);
+        if let (true, Some((block, sector))) = (was_resident, self.fmc_blocks) {
+            if self.stale.remove(&page) {
+                let bytes = self.sized(page, block, sector);
+                self.resident.resize(page, bytes);
             }
         }
-        if !was_resident {
-            let bytes = match system.scheme {
-                Scheme::Fmc(f) => sized(page, &current, f.block, f.sector),
-                _ => PAGE,
-            };
-            match (system.scheme, cdc.remove(page)) {
-                // A page's first touch is a zero-filled page, not a read.
-                _ if first_touch => {}
-                (Scheme::Cdc(c), Some(_)) => {
-                    run.cdc_hits += 1;
-                    run.cycles += c.decompress + c.path;
-                }
-                _ => {
-                    run.disk_reads += 1;
-                    run.cycles += system.disk;
-                }
-            }
-            resident.insert(page, bytes, clock);
+        if was_resident {
+            return;
         }
-        {
-            while resident.bytes > uncompressed_bytes && resident.stamp.len() > 1 {
-                let (old, _) = resident.pop_oldest().expect("more than one page");
-                // Its blocks leave the chipset cache with it.
-                if let (Some(cc), Some(f)) = (chipset.as_mut(), chipset_shape) {
-                    let per_page = (PAGE / f.block) as u64;
-                    for b in old * per_page..(old + 1) * per_page {
-                        cc.remove(b);
-                    }
-                }
-                if let Scheme::Cdc(c) = system.scheme {
-                    run.cycles += c.compress;
-                    let size = sized(old, &current, PAGE, 1);
-                    if size <= cdc_bytes {
-                        cdc.insert(old, size, clock);
-                    }
-                    while cdc.bytes > cdc_bytes {
-                        cdc.pop_oldest();
-                    }
-                }
+        let bytes = match self.system.scheme {
+            Scheme::Fmc(f) => self.sized(page, f.block, f.sector),
+            _ => PAGE,
+        };
+        match (self.system.scheme, self.cdc.remove(page)) {
+            // A page's first touch is a zero-filled page, not a read.
+            _ if first_touch => {}
+            (Scheme::Cdc(c), Some(_)) => {
+                self.run.cdc_hits += 1;
+                self.run.cycles += c.decompress + c.path;
+            }
+            _ => {
+                self.run.disk_reads += 1;
+                self.run.cycles += self.system.disk;
             }
         }
-        // Then the line: from the chipset cache, or memory (decompressing
-        // its block in line under FMC).
-        match (system.scheme, chipset.as_mut()) {
+        self.resident.insert(page, bytes, self.clock);
+    }
+
+    /// Evicts the least recent pages until the resident ones fit; under
+    /// CDC each is compressed into the disk cache.
+    fn evict_over(&mut self) {
+        while self.resident.bytes > self.uncompressed_bytes && self.resident.stamp.len() > 1 {
+            let (old, _) = self.resident.pop_oldest().expect("more than one page");
+            // Its blocks leave the chipset cache with it.
+            if let (Some(cc), Some(f)) = (self.chipset.as_mut(), self.chipset_shape) {
+                let per_page = (PAGE / f.block) as u64;
+                for b in old * per_page..(old + 1) * per_page {
+                    cc.remove(b);
+                }
+            }
+            if let Scheme::Cdc(c) = self.system.scheme {
+                self.run.cycles += c.compress;
+                let size = self.sized(old, PAGE, 1);
+                if size <= self.cdc_bytes {
+                    self.cdc.insert(old, size, self.clock);
+                }
+                while self.cdc.bytes > self.cdc_bytes {
+                    self.cdc.pop_oldest();
+                }
+            }
+        }
+    }
+
+    /// The line of an L2 miss: from the chipset cache, or memory
+    /// (decompressing its block in line under FMC).
+    fn line_from_memory(&mut self, line: u64) {
+        let system = self.system;
+        match (system.scheme, self.chipset.as_mut()) {
             (Scheme::Fmc(f) | Scheme::ChipsetCache(f), Some(cc)) => {
                 let block = line / (f.block / LINE) as u64;
-                gone.clear();
-                match cc.reference(block, false, || LINE, &mut gone) {
+                self.gone.clear();
+                match cc.reference(block, false, || LINE, &mut self.gone) {
                     Access::Hit { .. } => {
-                        run.chipset_hits += 1;
-                        run.cycles += f.chipset_latency;
+                        self.run.chipset_hits += 1;
+                        self.run.cycles += f.chipset_latency;
                     }
                     Access::Miss => {
                         let fmc = matches!(system.scheme, Scheme::Fmc(_));
-                        run.cycles += system.memory_latency + if fmc { f.decompress } else { 0 };
+                        self.run.cycles += system.memory_latency + if fmc { f.decompress } else { 0 };
                     }
                 }
             }
-            _ => run.cycles += system.memory_latency,
+            _ => self.run.cycles += system.memory_latency,
         }
     }
-    run.pages_held = (resident.stamp.len() + cdc.stamp.len()) as u64;
-    run.footprint = seen.len() as u64;
-    run
 }

@@ -137,6 +137,25 @@ fn page_bits(p: &[u8], v: Variant) -> u64 {
 
 fn main() {
     let (_, files, _) = common::corpus_and_names();
+    for v in variants() {
+        let (mut raw, mut packed) = (0u64, 0u64);
+        let mut per_file = String::new();
+        for f in &files {
+            let (mut fr, mut fp) = (0u64, 0u64);
+            for p in f.pages() {
+                fr += p.len() as u64;
+                fp += page_bits(p, v).div_ceil(8).min(p.len() as u64);
+            }
+            raw += fr;
+            packed += fp;
+            per_file += &format!("  {} {:.3}", f.name, fr as f64 / fp as f64);
+        }
+        println!("{:22} all {:.3}{per_file}", v.name, raw as f64 / packed as f64);
+    }
+}
+
+/// The format as built, and each variant of it measured.
+fn variants() -> [Variant; 14] {
     let built = Variant {
         name: "as built",
         repeat: true,
@@ -155,7 +174,7 @@ fn main() {
         idx_bits: 0,
         ..built
     };
-    let variants = [
+    [
         built,
         Variant {
             name: "no repeat offset",
@@ -208,20 +227,5 @@ fn main() {
         pure_wk("no LZ, 64 words", 6),
         pure_wk("no LZ, 256 words", 8),
         pure_wk("no LZ, 1024 words", 10),
-    ];
-    for v in variants {
-        let (mut raw, mut packed) = (0u64, 0u64);
-        let mut per_file = String::new();
-        for f in &files {
-            let (mut fr, mut fp) = (0u64, 0u64);
-            for p in f.pages() {
-                fr += p.len() as u64;
-                fp += page_bits(p, v).div_ceil(8).min(p.len() as u64);
-            }
-            raw += fr;
-            packed += fp;
-            per_file += &format!("  {} {:.3}", f.name, fr as f64 / fp as f64);
-        }
-        println!("{:22} all {:.3}{per_file}", v.name, raw as f64 / packed as f64);
-    }
+    ]
 }

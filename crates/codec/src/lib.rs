@@ -47,6 +47,7 @@
 pub mod baseline;
 pub mod bdi;
 mod bits;
+mod codec_id;
 pub mod copy;
 pub mod cpack;
 pub mod delta16;
@@ -65,6 +66,7 @@ pub mod wk;
 pub mod wordlz;
 pub mod xmatch;
 
+pub use codec_id::{CodecId, UnknownCodec};
 pub use error::{CompressError, DecodeError};
 pub use registry::{by_name, names, CodecInfo, CODECS, DEFAULT_CODEC};
 pub use same_filled::{same_filled_u32, same_filled_u64};

@@ -195,11 +195,9 @@ pub const DEFAULT_CODEC: &str = "hybrid";
 /// assert!(ccvm_codec::by_name("gzip").is_err());
 /// ```
 pub fn by_name(name: &str) -> Result<Box<dyn Codec>, String> {
-    CODECS
-        .iter()
-        .find(|c| c.name == name)
-        .map(|c| (c.make)())
-        .ok_or_else(|| format!("unknown codec '{name}': choose one of {}", names().join(", ")))
+    crate::CodecId::by_name(name)
+        .map(crate::CodecId::make)
+        .map_err(|e| e.to_string())
 }
 
 /// The names of all codecs, in [`CODECS`] order.

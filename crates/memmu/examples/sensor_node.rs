@@ -24,6 +24,12 @@ fn median(mut runs: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    usable_memory();
+    access_cost();
+}
+
+/// Part 1: samples held against the RAM's bytes.
+fn usable_memory() {
     let source = sensor_samples(1, 1 << 16).remove(0);
     println!("usable memory: samples held in buffers of 1024 (2 KiB each)");
     println!(
@@ -57,7 +63,10 @@ fn main() {
             (held as f64 / ram as f64 - 1.0) * 100.0
         );
     }
+}
 
+/// Part 2: what each access costs, against plain arrays.
+fn access_cost() {
     let (sensors, n) = (4, 16_384);
     let data = sensor_samples(sensors, n);
     let bytes = sensors * n * 2 * 2;

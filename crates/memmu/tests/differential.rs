@@ -5,6 +5,11 @@
 //! refused operation (out of memory) must change nothing; stale handles,
 //! bad indices and oversized pins must be errors.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one sequence of steps and checks; the limit is for the code under test"
+)]
+
 use ccvm_memmu::{Handle, Memmu, MemmuConfig, MemmuError};
 use fastrand::Rng;
 

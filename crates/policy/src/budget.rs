@@ -65,3 +65,51 @@ impl Charge {
 /// The compressed store's default, and the bound of the simulator's codec
 /// measurements.
 pub const HUGE_THRESHOLD: usize = 4096 * 3 / 4;
+
+/// How a region's RAM budget divides: the store's `reserve` held back,
+/// the rest the policy's [`Budget`], the store's own ceiling above what
+/// the policy lets the cache hold, and the whole RAM as the ceiling on
+/// everything charged. The live runtime makes every part from this, and
+/// the simulator's budget is its [`RamSplit::policy_budget`].
+///
+/// ```
+/// use ccvm_policy::RamSplit;
+/// let split = RamSplit { ram_bytes: 1 << 20, reserve: 32 << 10 };
+/// assert_eq!(split.policy_budget(4096).ram_bytes, (1 << 20) - (32 << 10));
+/// assert_eq!(split.store_limit(400_000), 500_000 + (32 << 10));
+/// assert_eq!(split.policy_ram(1 << 20), split.policy_budget(4096).ram_bytes);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RamSplit {
+    /// The whole budget: uncompressed pages, the compression cache and
+    /// ccvm's own memory together, bytes.
+    pub ram_bytes: u64,
+    /// What the policy does not manage: the store's partly filled chunk
+    /// and the one it requests ahead of need, bytes.
+    pub reserve: u64,
+}
+
+impl RamSplit {
+    /// The budget the policy manages: the RAM less the reserve.
+    pub fn policy_budget(self, page_size: u64) -> Budget {
+        Budget {
+            ram_bytes: self.policy_ram(self.ram_bytes),
+            page_size,
+        }
+    }
+
+    /// What the policy manages while this process may hold `allowance` of
+    /// the RAM (less than `ram_bytes` when processes share it): the
+    /// allowance less the reserve.
+    pub fn policy_ram(self, allowance: u64) -> u64 {
+        allowance.saturating_sub(self.reserve)
+    }
+
+    /// The store's own memory ceiling when the policy lets the cache hold
+    /// `cache_limit` bytes: a quarter more for slack beyond the charged
+    /// share (the RAM ceiling decides before it is reached), and the
+    /// reserve; at least 1.
+    pub fn store_limit(self, cache_limit: u64) -> u64 {
+        (cache_limit + cache_limit / 4 + self.reserve).max(1)
+    }
+}

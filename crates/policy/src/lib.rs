@@ -36,14 +36,16 @@ mod pages;
 mod pool;
 mod queue;
 mod recency;
+mod spec;
 mod trap;
 
 pub use adaptive::{Adaptive, Costs, FINE_TARGETS, SAFE_ALLOWANCE, SAFE_TARGETS, TARGETS};
 pub use ager::Ager;
-pub use budget::{Budget, Charge, ENTRY_BYTES, HUGE_THRESHOLD, SLACK_DIVISOR};
+pub use budget::{Budget, Charge, RamSplit, ENTRY_BYTES, HUGE_THRESHOLD, SLACK_DIVISOR};
 pub use fixed::FixedSplit;
 pub use miniature::Miniatures;
 pub use pool::Pool;
+pub use spec::PolicySpec;
 pub use trap::Traps;
 
 /// Where a page is when it is touched.

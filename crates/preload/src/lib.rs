@@ -154,9 +154,7 @@ extern "C" fn start() {
     let settings = settings.unwrap_or_else(|e| refuse(&e));
     let program = std::env::args().next().unwrap_or_default();
     let program = program.rsplit('/').next().unwrap_or_default();
-    let config = settings
-        .runtime_config_for(std::process::id(), program)
-        .unwrap_or_else(|e| refuse(&e));
+    let config = settings.runtime_config_for(std::process::id(), program);
     let region = Region::new(settings.heap_bytes as usize, config).unwrap_or_else(|e| refuse(&e.to_string()));
     let region = Box::leak(Box::new(region));
     // SAFETY: the region's memory is ours alone for the rest of the process.
@@ -166,7 +164,7 @@ extern "C" fn start() {
         // Faults in the faulting thread; the guard keeps system calls on
         // heap memory from failing with EFAULT (see ccvm_runtime::guard).
         let start = region.as_ptr() as usize;
-        let pin_limit = (settings.ram_bytes / 4) as usize;
+        let pin_limit = (settings.config.ram_bytes / 4) as usize;
         guard::install(start, start + region.len(), pin_limit).unwrap_or_else(|e| refuse(&e));
         // Memory calls made without the C library, on the heap.
         guard::route_memory_calls(vm::memory_call);

@@ -5,6 +5,11 @@
 //! refused write must be short or change nothing; the store's memory must
 //! stay within the limit, and everything must be given back at the end.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one sequence of steps and checks; the limit is for the code under test"
+)]
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 

@@ -3,8 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How a region's faults reach the pager.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+use ccvm_codec::CodecId;
+use ccvm_policy::PolicySpec;
+
+/// How a region's faults reach the pager. Serialized by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum FaultMode {
     /// The faulting thread serves its own fault from a SIGBUS handler
     /// (`UFFD_FEATURE_SIGBUS`): no sleep, no wake-up, no second CPU, so a
@@ -39,22 +43,44 @@ impl FaultMode {
     }
 }
 
-/// Settings of a managed region.
-#[derive(Debug, Clone)]
+impl std::fmt::Display for FaultMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FaultMode::Signal => "signal",
+            FaultMode::Thread => "thread",
+        })
+    }
+}
+
+impl std::str::FromStr for FaultMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FaultMode::by_name(s)
+    }
+}
+
+/// Settings of a managed region. Every name is a checked value here (a
+/// [`CodecId`], a [`PolicySpec`], a [`FaultMode`]): the command line, the C
+/// interface and settings read back from JSON each parse names once, at
+/// their edge. Serialized (without the trace, which is per process) as
+/// `ccvm exec` hands its settings to the paged program.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeConfig {
     /// RAM for uncompressed pages and the compression cache together.
     pub ram_bytes: u64,
     /// Share of `ram_bytes` for uncompressed pages (fixed policy).
     pub uncompressed_share: f64,
-    /// Policy name (see `ccvm_policy::POLICIES`).
-    pub policy: String,
-    /// Codec of the compression cache (see `ccvm_codec::names`).
-    pub codec: String,
+    /// The policy.
+    pub policy: PolicySpec,
+    /// Codec of the compression cache.
+    pub codec: CodecId,
     /// Directory of the swap file; `None` for the system's temp directory.
     pub swap_dir: Option<PathBuf>,
     /// Added to every swap-file read, to emulate slower disks.
     pub disk_latency: Duration,
     /// Record a trace of the run.
+    #[serde(skip)]
     pub trace: Option<TraceConfig>,
     /// What the adaptive policy takes a disk fault to cost, all in.
     pub disk_cost: Duration,
@@ -106,8 +132,8 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             ram_bytes: 64 << 20,
             uncompressed_share: 0.5,
-            policy: "fixed".into(),
-            codec: ccvm_codec::DEFAULT_CODEC.into(),
+            policy: PolicySpec::default(),
+            codec: CodecId::default(),
             swap_dir: None,
             disk_latency: Duration::ZERO,
             trace: None,
@@ -159,12 +185,57 @@ impl RuntimeConfig {
     /// that a cache that holds little takes little.
     pub const STORE_CHUNK: usize = 16 * 1024;
 
+    /// Checks the settings that no type rules out: the one check every way
+    /// of making a region goes through.
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeError::Config`], saying which setting is wrong and what it
+    /// may be.
+    ///
+    /// ```
+    /// use ccvm_runtime::RuntimeConfig;
+    /// assert!(RuntimeConfig::default().validate().is_ok());
+    /// let config = RuntimeConfig { trap_share: 1.5, ..RuntimeConfig::default() };
+    /// assert!(config.validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), RuntimeError> {
+        let wrong = |what: String| Err(RuntimeError::Config(what));
+        if self.ram_bytes < Self::MIN_RAM_BYTES {
+            return wrong(format!(
+                "a RAM budget of {} bytes is below the least ccvm pages with; give at least 64K",
+                self.ram_bytes
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.trap_share) {
+            return wrong(format!("trap share {} is not between 0 and 1", self.trap_share));
+        }
+        if self.trap_share > 0.0 && !self.move_frames {
+            return wrong(
+                "trapped pages are kept in the shadow of moved frames: a trap share cannot be used with --copy-frames"
+                    .into(),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.uncompressed_share) {
+            return wrong(format!(
+                "uncompressed share {} is not between 0 and 1",
+                self.uncompressed_share
+            ));
+        }
+        Ok(())
+    }
+
+    /// How the RAM budget divides (see [`ccvm_policy::RamSplit`]).
+    pub fn ram_split(&self) -> ccvm_policy::RamSplit {
+        ccvm_policy::RamSplit {
+            ram_bytes: self.ram_bytes,
+            reserve: self.store_reserve(),
+        }
+    }
+
     /// The budget the policy manages: the RAM less the store's reserve.
     pub fn policy_budget(&self) -> ccvm_policy::Budget {
-        ccvm_policy::Budget {
-            ram_bytes: self.ram_bytes.saturating_sub(self.store_reserve()),
-            page_size: ccvm_codec::PAGE_SIZE as u64,
-        }
+        self.ram_split().policy_budget(ccvm_codec::PAGE_SIZE as u64)
     }
 }
 

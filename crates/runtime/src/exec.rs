@@ -12,47 +12,32 @@
 //!   so the preloaded library needs no parser of its own.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{FaultMode, RuntimeConfig};
+use crate::config::RuntimeConfig;
 use crate::stats::RuntimeStats;
 
-/// How a preloaded program's heap is paged.
+/// How a preloaded program's heap is paged: a region's settings, and what
+/// only a preloaded heap has.
 ///
 /// ```
-/// use ccvm_runtime::ExecSettings;
-/// let s = ExecSettings { ram_bytes: 64 << 20, ..ExecSettings::default() };
+/// use ccvm_runtime::{ExecSettings, RuntimeConfig};
+/// let config = RuntimeConfig { ram_bytes: 64 << 20, ..RuntimeConfig::default() };
+/// let s = ExecSettings { config, ..ExecSettings::default() };
 /// let back = ExecSettings::from_value(&s.to_value()).unwrap();
-/// assert_eq!(back.ram_bytes, 64 << 20);
-/// assert_eq!(back.runtime_config().unwrap().ram_bytes, 64 << 20);
+/// assert_eq!(back, s);
+/// assert_eq!(back.runtime_config_for(7, "prog").ram_bytes, 64 << 20);
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecSettings {
-    /// RAM for the heap's uncompressed pages and compression cache.
-    pub ram_bytes: u64,
+    /// The heap region's settings (its trace is set per process, from
+    /// `trace_dir`).
+    #[serde(flatten)]
+    pub config: RuntimeConfig,
     /// Address space reserved for the heap; what the program allocates
     /// beyond it comes from the C library's own malloc, unpaged.
     pub heap_bytes: u64,
-    /// Policy name (see `ccvm_policy::POLICIES`).
-    pub policy: String,
-    /// Codec name (see `ccvm_codec::names`).
-    pub codec: String,
-    /// Share of the RAM for uncompressed pages (fixed policy).
-    pub uncompressed_share: f64,
-    /// `signal` or `thread` (see [`FaultMode`]).
-    pub fault_mode: String,
-    /// Directory of the swap file; `None` for the system's temp directory.
-    pub swap_dir: Option<PathBuf>,
-    /// See [`RuntimeConfig::move_frames`].
-    pub move_frames: bool,
-    /// See [`RuntimeConfig::background_compression`].
-    pub background_compression: bool,
-    /// What the adaptive policy takes a disk fault to cost, nanoseconds.
-    pub disk_cost_ns: u64,
-    /// What it takes a compression-cache fault to cost, nanoseconds.
-    pub cache_cost_ns: u64,
     /// Directory where each paged process writes `<pid>.json` at exit.
     pub report_dir: Option<PathBuf>,
     /// Trace each paged process to `<trace_dir>/<pid>.trace` (with the
@@ -62,44 +47,23 @@ pub struct ExecSettings {
     /// The program's run time unpaged, for the traces' footers.
     #[serde(default)]
     pub trace_run_time_ns: u64,
-    /// See [`RuntimeConfig::readahead`].
-    #[serde(default = "default_readahead")]
-    pub readahead: usize,
-    /// See [`RuntimeConfig::trap_share`].
-    #[serde(default)]
-    pub trap_share: f64,
-    /// See [`RuntimeConfig::write_scan`].
-    #[serde(default)]
-    pub write_scan: bool,
 }
 
-fn default_readahead() -> usize {
-    crate::readahead::DEFAULT_WINDOW
+impl PartialEq for ExecSettings {
+    /// Equal when they serialize alike (a config holds floats and paths).
+    fn eq(&self, other: &Self) -> bool {
+        self.to_value() == other.to_value()
+    }
 }
 
 impl Default for ExecSettings {
     fn default() -> Self {
-        let runtime = RuntimeConfig::default();
         ExecSettings {
-            ram_bytes: runtime.ram_bytes,
+            config: RuntimeConfig::default(),
             heap_bytes: 4 << 30,
-            policy: runtime.policy,
-            codec: runtime.codec,
-            uncompressed_share: runtime.uncompressed_share,
-            // Faults in the faulting thread, with the guard keeping system
-            // calls into the heap working (see the `guard` module).
-            fault_mode: "signal".into(),
-            swap_dir: None,
-            move_frames: runtime.move_frames,
-            background_compression: runtime.background_compression,
-            disk_cost_ns: runtime.disk_cost.as_nanos() as u64,
-            cache_cost_ns: runtime.cache_cost.as_nanos() as u64,
             report_dir: None,
             trace_dir: None,
             trace_run_time_ns: 0,
-            readahead: runtime.readahead,
-            trap_share: 0.0,
-            write_scan: runtime.write_scan,
         }
     }
 }
@@ -130,47 +94,17 @@ impl ExecSettings {
         Some(Self::from_value(&value))
     }
 
-    /// The region settings these stand for, in the process `pid` running
-    /// `program` (which names its trace, if it is traced).
-    ///
-    /// # Errors
-    ///
-    /// A one-line message for an unknown fault mode.
-    pub fn runtime_config_for(&self, pid: u32, program: &str) -> Result<RuntimeConfig, String> {
-        let mut config = self.runtime_config()?;
+    /// The region settings of the process `pid` running `program` (which
+    /// names its trace, if it is traced).
+    pub fn runtime_config_for(&self, pid: u32, program: &str) -> RuntimeConfig {
+        let mut config = self.config.clone();
         config.trace = self.trace_dir.as_ref().map(|dir| crate::TraceConfig {
             path: dir.join(format!("{pid}.trace")),
             workload: program.to_string(),
             seed: 0,
             run_time_ns: self.trace_run_time_ns,
         });
-        Ok(config)
-    }
-
-    /// The region settings these stand for, without a trace.
-    ///
-    /// # Errors
-    ///
-    /// A one-line message for an unknown fault mode.
-    pub fn runtime_config(&self) -> Result<RuntimeConfig, String> {
-        Ok(RuntimeConfig {
-            ram_bytes: self.ram_bytes,
-            uncompressed_share: self.uncompressed_share,
-            policy: self.policy.clone(),
-            codec: self.codec.clone(),
-            swap_dir: self.swap_dir.clone(),
-            disk_latency: Duration::ZERO,
-            trace: None,
-            disk_cost: Duration::from_nanos(self.disk_cost_ns),
-            cache_cost: Duration::from_nanos(self.cache_cost_ns),
-            fault_mode: FaultMode::by_name(&self.fault_mode)?,
-            move_frames: self.move_frames,
-            background_compression: self.background_compression,
-            trap_share: self.trap_share,
-            readahead: self.readahead,
-            zero_reads: true,
-            write_scan: self.write_scan,
-        })
+        config
     }
 }
 

@@ -108,8 +108,14 @@ unsafe fn config_from(c: &CcvmConfig) -> Result<RuntimeConfig, String> {
     Ok(RuntimeConfig {
         ram_bytes: c.ram_bytes,
         uncompressed_share: c.uncompressed_share,
-        policy: policy.unwrap_or(d.policy.clone()),
-        codec: codec.unwrap_or(d.codec.clone()),
+        policy: match policy {
+            Some(name) => name.parse().map_err(|e: ccvm_policy::UnknownPolicy| e.to_string())?,
+            None => d.policy.clone(),
+        },
+        codec: match codec {
+            Some(name) => name.parse().map_err(|e: ccvm_codec::UnknownCodec| e.to_string())?,
+            None => d.codec,
+        },
         swap_dir: swap_dir.map(Into::into),
         disk_latency: Duration::from_nanos(c.disk_latency_ns),
         ..d

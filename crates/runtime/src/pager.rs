@@ -39,11 +39,10 @@
 
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use ccvm_codec::{Codec, PAGE_SIZE};
-use ccvm_policy::{Action, Level, Policy};
-use ccvm_store::{Store, StoreError, Stored};
+use ccvm_policy::{Action, Policy};
+use ccvm_store::{Store, StoreError};
 use ccvm_trace::TraceWriter;
 
 use crate::aligned::{AlignedBuf, ZeroTable};
@@ -53,18 +52,22 @@ use crate::protections::Protections;
 use crate::readahead::Streams;
 use crate::stats::{RuntimeStats, Timers};
 use crate::swap::{SwapFile, SwapSlot};
-use crate::uffd::{Fault, Uffd};
+use crate::uffd::Uffd;
 use crate::written::WriteScan;
 use ccvm_policy::Traps;
 
 mod costs;
-mod fork;
-mod lock;
-pub(crate) use lock::{lock, Locked};
 mod disk;
 mod evict;
+mod fork;
+mod lock;
+mod map;
 mod overhead;
+mod room;
+mod serve;
 mod share;
+
+pub(crate) use lock::{lock, Locked};
 
 pub(crate) use share::start_trimmer;
 pub use share::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
@@ -189,10 +192,10 @@ pub struct PagerParts {
     pub base: usize,
     /// The region's length in pages.
     pub pages: usize,
-    /// RAM for uncompressed pages and the compression cache together.
-    pub ram_bytes: u64,
-    /// Of it, what the policy does not manage (the store's reserve).
-    pub reserve: u64,
+    /// How the RAM budget divides: the whole of it (uncompressed pages and
+    /// the compression cache together), and the store's reserve that the
+    /// policy does not manage.
+    pub split: ccvm_policy::RamSplit,
     /// The compression cache.
     pub store: Arc<Store>,
     /// The codec of pages compressed in the faulting thread.
@@ -235,8 +238,8 @@ impl Pager {
             state: ZeroTable::new(parts.pages),
             disk: DiskSlots::default(),
             seen: 0,
-            overhead: Overhead::new(parts.alloc_base, parts.ram_bytes.saturating_sub(parts.reserve)),
-            allowance: parts.ram_bytes,
+            overhead: Overhead::new(parts.alloc_base, parts.split.policy_ram(parts.split.ram_bytes)),
+            allowance: parts.split.ram_bytes,
             parts,
             snapshot: RuntimeStats::default(),
             resident: 0,
@@ -432,454 +435,6 @@ impl Pager {
             s.pages_seen_written = scan.written;
         }
         self.snapshot = s;
-    }
-
-    /// Serves one fault, from an event (event mode) or a SIGBUS raised in
-    /// the faulting thread.
-    pub fn handle(&mut self, fault: Fault) {
-        let page = fault.addr.wrapping_sub(self.parts.base) / PAGE_SIZE;
-        if page >= self.state.len() {
-            return;
-        }
-        if fault.write_protect && matches!(self.state[page], PageState::Zero) {
-            self.serve(page, true);
-        } else if fault.write_protect {
-            self.stats.faults_repeat += 1;
-            self.wake(page);
-        } else {
-            self.serve(page, fault.write);
-        }
-    }
-
-    fn wake(&self, page: usize) {
-        if let Err(e) = self.parts.uffd.wake(self.addr(page), PAGE_SIZE) {
-            fatal(format!("userfaultfd wake: {e}"));
-        }
-    }
-
-    /// A buffer to rebuild a page in before it is mapped: a spare frame
-    /// when there is one (mapped by moving it), else `self.page`.
-    fn target(&mut self, page: usize) -> Target {
-        match self.frames.as_mut().and_then(|f| f.take_spare(page)) {
-            Some(slot) => Target::Frame(slot),
-            None => Target::Buffer,
-        }
-    }
-
-    /// The 4096 bytes of `target`, to write the page into.
-    fn target_bytes(&mut self, target: Target) -> &mut [u8] {
-        match target {
-            Target::Buffer => &mut self.page,
-            Target::Frame(slot) => {
-                let addr = self.frames.as_ref().expect("a frame target has frames").slot(slot);
-                // SAFETY: a shadow slot holding a frame: a mapped page of
-                // ours that nothing else refers to.
-                unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, PAGE_SIZE) }
-            }
-        }
-    }
-
-    /// Maps the page rebuilt in `target` at `page`.
-    fn map_page(&mut self, page: usize, target: Target) {
-        let dst = self.addr(page);
-        let r = match target {
-            // SAFETY: the source is our own 4096-byte buffer; the
-            // destination is a page of the registered region.
-            Target::Buffer => unsafe { self.parts.uffd.copy(self.page.as_ptr(), dst, PAGE_SIZE) },
-            Target::Frame(slot) => {
-                let frames = self.frames.as_mut().expect("a frame target has frames");
-                match frames.map(&self.parts.uffd, slot, dst) {
-                    // Shared with a forked child after all, or mapped into
-                    // a range the program made other than read-write
-                    // (which the kernel will not move into): copy it.
-                    Err(nix::errno::Errno::EBUSY | nix::errno::Errno::EINVAL) => {
-                        // SAFETY: the source is the frame, mapped in our
-                        // shadow; the destination a page of the region.
-                        let r = unsafe { self.parts.uffd.copy(frames.slot(slot) as *const u8, dst, PAGE_SIZE) };
-                        frames.give_back(slot, page);
-                        r
-                    }
-                    Err(e) => {
-                        frames.give_back(slot, page);
-                        Err(e)
-                    }
-                    Ok(()) => Ok(()),
-                }
-            }
-        };
-        match r {
-            Ok(()) => {}
-            Err(nix::errno::Errno::EEXIST) => self.wake(page),
-            Err(e) => fatal(format!("mapping page {page}: {e}")),
-        }
-    }
-
-    fn serve(&mut self, page: usize, write: bool) {
-        let started = Instant::now();
-        self.pinned_streak = 0;
-        // Pages the helper finished, and the spills their sizes call for,
-        // before this page's state is read: a spill may be of this page.
-        self.collect_finished();
-        self.run_actions();
-        self.scan_if_due();
-        // Set where the run detector has already seen this fault.
-        let mut window = None;
-        let from = match self.state[page] {
-            PageState::Uncompressed => {
-                // Mapped by another thread's fault meanwhile (the zero page
-                // is then refused), or dropped by the program itself
-                // (`MADV_DONTNEED`), which leaves zeros.
-                self.stats.faults_repeat += 1;
-                self.map_zero_page(page);
-                return;
-            }
-            PageState::Pending => {
-                self.collect_finished();
-                if matches!(self.state[page], PageState::Pending) {
-                    self.stats.faults_pending += 1;
-                    self.complete_pending(page);
-                }
-                self.run_actions();
-                return self.serve(page, write);
-            }
-            PageState::Trapped => {
-                // Its frame is in its shadow slot, as it was left.
-                self.map_page(page, Target::Frame(page));
-                if self.traps.as_ref().is_some_and(|t| t.is_trapped(page as u64)) {
-                    self.stats.faults_trap += 1;
-                } else {
-                    self.stats.faults_watch += 1;
-                }
-                Level::Uncompressed
-            }
-            PageState::New | PageState::Zero if !write && self.zero_reads => {
-                let w = self.window(page);
-                if w == 0 {
-                    self.map_zero_read(page);
-                    self.stats.faults_zero_read += 1;
-                    return;
-                }
-                // A read continuing a run is a scan, which as often as
-                // not writes what it reads: zeros it can write, and the
-                // next pages read ahead, as for a first write.
-                window = Some(w);
-                self.map_zeros(page);
-                self.stats.faults_zero += 1;
-                Level::New
-            }
-            PageState::Zero => {
-                // The first write to a page only read so far: the retried
-                // write replaces the zero page with the kernel's own. If
-                // the program dropped the mapping meanwhile, the retry
-                // faults as missing and is served as resident (zeros).
-                if let Err(e) = self.parts.uffd.write_unprotect(self.addr(page), PAGE_SIZE) {
-                    fatal(format!("userfaultfd write-unprotect: {e}"));
-                }
-                self.stats.faults_zero += 1;
-                Level::New
-            }
-            PageState::New => {
-                self.map_zeros(page);
-                self.stats.faults_zero += 1;
-                Level::New
-            }
-            PageState::Compressed => {
-                self.map_from_cache(page);
-                self.stats.faults_cache += 1;
-                Level::Compressed
-            }
-            PageState::Disk(i) => {
-                let slot = self.disk.take(i);
-                self.map_from_disk(page, slot);
-                self.stats.faults_disk += 1;
-                Level::Disk
-            }
-        };
-        let ns = started.elapsed().as_nanos() as u64;
-        let timer = match from {
-            Level::New => &mut self.timers.zero,
-            Level::Compressed => &mut self.timers.cache,
-            Level::Uncompressed => &mut self.timers.trap,
-            Level::Disk => &mut self.timers.disk,
-        };
-        timer.saturating_record(ns.max(1));
-        if let Some(meter) = &mut self.costs {
-            if matches!(from, Level::Disk | Level::Compressed) {
-                meter.record(from == Level::Disk, ns);
-            }
-            if let Some((disk_ns, cache_ns)) = meter.due() {
-                self.parts.policy.fault_service(disk_ns, cache_ns);
-            }
-        }
-        self.now_resident(page, from);
-        if let Some(t) = &mut self.parts.trace {
-            if let Err(e) = t.reference(page as u64, write) {
-                fatal(format!("writing the trace: {e}"));
-            }
-        }
-        self.parts.policy.touch(page as u64, from, &mut self.actions);
-        self.after_touch();
-        if matches!(from, Level::Compressed | Level::New | Level::Disk) {
-            let window = window.unwrap_or_else(|| self.window(page));
-            if window > 0 {
-                self.read_ahead_after(page, window, from);
-            }
-        }
-    }
-
-    /// Pages to read ahead after a fault on `page` (see the `readahead`
-    /// module), at most a quarter of the uncompressed pages: a window near
-    /// their number would evict pages read ahead before they are touched.
-    fn window(&mut self, page: usize) -> usize {
-        let w = self.streams.fault(page);
-        w.min(self.parts.policy.uncompressed_limit() / 4)
-    }
-
-    /// Maps never-touched page `page` as zeros: a spare frame, zeroed,
-    /// saves the kernel allocating and zeroing one at the first write;
-    /// else the zero page.
-    fn map_zeros(&mut self, page: usize) {
-        match self.target(page) {
-            Target::Frame(slot) => {
-                self.target_bytes(Target::Frame(slot)).fill(0);
-                self.map_page(page, Target::Frame(slot));
-            }
-            Target::Buffer => self.map_zero_page(page),
-        }
-    }
-
-    /// Maps never-touched (or only read) page `page` as the zero page,
-    /// write-protected so that its first write faults.
-    fn map_zero_read(&mut self, page: usize) {
-        self.map_zero_page(page);
-        if let Err(e) = self.parts.uffd.write_protect(self.addr(page), PAGE_SIZE) {
-            fatal(format!("userfaultfd write-protect: {e}"));
-        }
-        self.state[page] = PageState::Zero;
-    }
-
-    /// Maps the kernel's zero page at `page`; if something is mapped there
-    /// already (another thread's fault won), only wakes its waiters.
-    fn map_zero_page(&self, page: usize) {
-        match self.parts.uffd.zeropage(self.addr(page), PAGE_SIZE) {
-            Ok(()) => {}
-            Err(nix::errno::Errno::EEXIST) => self.wake(page),
-            Err(e) => fatal(format!("userfaultfd zeropage: {e}")),
-        }
-    }
-
-    /// Reads page `page` back from `slot` in the swap file, checked,
-    /// and maps it.
-    fn map_from_disk(&mut self, page: usize, slot: SwapSlot) {
-        let stored = match self.parts.swap.read(page as u64, slot, &mut self.payload) {
-            Ok(s) => s,
-            Err(e) => fatal(e),
-        };
-        let target = self.target(page);
-        self.decode(page, stored, target);
-        self.map_page(page, target);
-    }
-
-    /// Decompresses cached page `page` into a spare frame (or the buffer)
-    /// and maps it.
-    fn map_from_cache(&mut self, page: usize) {
-        let target = self.target(page);
-        let out = self.target_bytes(target);
-        // SAFETY: `out` is our buffer or a spare frame, not part of the
-        // store; detach it from `self` to lend the store.
-        let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
-        if let Err(e) = self.parts.store.take(page as u64, out) {
-            fatal(e);
-        }
-        self.map_page(page, target);
-        self.stats.pages_decompressed += 1;
-    }
-
-    /// Maps the pages among the `window` after `page` that are where the
-    /// faulting page was (`from`: the cache, or never touched), each a
-    /// touch for the policy (see the `readahead` module).
-    fn read_ahead_after(&mut self, page: usize, window: usize, from: Level) {
-        let end = (page + window).min(self.state.len() - 1);
-        if from == Level::Disk {
-            // One read for the window's pages that lie side by side in the
-            // swap file; the others are left where they are.
-            let mut slots = std::mem::take(&mut self.ahead);
-            slots.clear();
-            slots.extend((page + 1..=end).filter_map(|p| match self.state[p] {
-                PageState::Disk(i) => Some(self.disk.get(i)),
-                _ => None,
-            }));
-            let read = self.parts.swap.read_ahead(&slots);
-            self.ahead = slots;
-            match read {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(e) => fatal(e),
-            }
-        }
-        for next in page + 1..=end {
-            if !self.protections.read_write(next) {
-                // Not committed, or not the program's to write.
-                break;
-            }
-            // Evictions made for an earlier page of the window may have
-            // spilled this one: its state is read afresh.
-            match (self.state[next], from) {
-                (PageState::Compressed, Level::Compressed) => {
-                    self.map_from_cache(next);
-                    self.stats.pages_read_ahead += 1;
-                }
-                (PageState::Disk(i), Level::Disk) if self.parts.swap.holds_ahead(self.disk.get(i)) => {
-                    let slot = self.disk.take(i);
-                    self.map_from_disk(next, slot);
-                    self.stats.pages_read_ahead_disk += 1;
-                }
-                (PageState::New, Level::New) => {
-                    self.map_zeros(next);
-                    self.stats.pages_zero_ahead += 1;
-                }
-                _ => continue,
-            }
-            self.now_resident(next, from);
-            self.parts.policy.touch(next as u64, from, &mut self.actions);
-            self.after_touch();
-        }
-    }
-
-    /// `page`, just mapped from level `from`, is resident.
-    fn now_resident(&mut self, page: usize, from: Level) {
-        self.state[page] = PageState::Uncompressed;
-        if let Some(scan) = &mut self.write_scan {
-            scan.fault(page);
-        }
-        if from == Level::New {
-            self.seen += 1;
-        }
-        match (&mut self.traps, from) {
-            // A trapped or watched page was resident all along; it is
-            // mapped again.
-            (Some(traps), Level::Uncompressed) => {
-                traps.touch(page as u64);
-            }
-            (None, Level::Uncompressed) => {}
-            (traps, _) => {
-                self.resident += 1;
-                if let Some(traps) = traps {
-                    traps.resident(page as u64);
-                }
-            }
-        }
-    }
-
-    /// Carries out the policy's evictions, keeps the budget, and traps the
-    /// pages that now should be.
-    fn after_touch(&mut self) {
-        self.run_actions();
-        self.keep_within_ram();
-        let Some(traps) = &mut self.traps else {
-            return;
-        };
-        let mut to_trap = std::mem::take(&mut self.to_trap);
-        traps.rebalance(&mut to_trap);
-        for p in to_trap.drain(..) {
-            if !self.park(p as usize) {
-                self.traps.as_mut().expect("checked").untrap(p);
-            }
-        }
-        self.to_trap = to_trap;
-    }
-
-    /// Moves resident page `page`'s frame into its shadow slot, keeping it
-    /// uncompressed, so that its next touch faults (a trapped or watched
-    /// page). Returns whether it moved (it needs a shadow, and the kernel
-    /// may refuse).
-    fn park(&mut self, page: usize) -> bool {
-        if self.pinned(page) {
-            return false;
-        }
-        let addr = self.addr(page);
-        let Some(frames) = &mut self.frames else {
-            return false;
-        };
-        let parked = frames.park(&self.parts.uffd, page, addr).is_ok();
-        if parked {
-            self.state[page] = PageState::Trapped;
-        }
-        parked
-    }
-
-    /// Whether a system call is using `page`, so that it must stay mapped
-    /// (see `crate::pins`).
-    fn pinned(&self, page: usize) -> bool {
-        crate::pins::holds(self.addr(page), PAGE_SIZE)
-    }
-
-    /// Rebuilds a page read from disk (in `self.payload`) into `target`.
-    fn decode(&mut self, page: usize, stored: Stored, target: Target) {
-        let out = self.target_bytes(target);
-        // SAFETY: as in `serve`: our buffer or frame, apart from the payload.
-        let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
-        self.decode_into(page, stored, out);
-    }
-
-    /// Rebuilds a page read from disk (in `self.payload`) into `out`.
-    fn decode_into(&mut self, page: usize, stored: Stored, out: &mut [u8]) {
-        match stored {
-            Stored::Same(v) => out
-                .chunks_exact_mut(8)
-                .for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
-            Stored::Raw => out.copy_from_slice(&self.payload),
-            Stored::Compressed(n) => {
-                if let Err(e) = self.parts.codec.decompress(&self.payload[..n], out) {
-                    fatal(format!("page {page} read from the swap file does not decode: {e}"));
-                }
-                self.stats.pages_decompressed += 1;
-            }
-        }
-    }
-
-    /// Keeps uncompressed pages plus the cache's real memory (slack and
-    /// bookkeeping included) within the RAM budget.
-    fn keep_within_ram(&mut self) {
-        if self.overhead.due() {
-            self.overhead.set(overhead::Parts {
-                states: (self.seen * std::mem::size_of::<PageState>()) as u64,
-                spare: self.frames.as_ref().map_or(0, Frames::spare_bytes),
-                helper: self.helper.as_ref().map_or(0, Helper::memory),
-                store_books: self.parts.store.stats().metadata_bytes,
-            });
-            self.stats.overhead_bytes = self.stats.overhead_bytes.max(self.overhead.bytes);
-        }
-        self.consult_tree(false);
-        if let Some(ram) = self
-            .overhead
-            .policy_ram(self.allowance.saturating_sub(self.parts.reserve))
-        {
-            self.parts.policy.set_ram(ram);
-        }
-        let over = |p: &Pager| p.charge() > p.allowance;
-        if !over(self) {
-            return;
-        }
-        // Giving back a chunk or two is cheaper than spilling a page.
-        while over(self) && self.parts.store.reclaim_chunk() {}
-        self.parts.store.compact_when_due();
-        while over(self) && self.parts.policy.make_room(&mut self.actions) {
-            self.run_actions();
-        }
-        // A share of a tree's budget cut at once (see `tree`): uncompressed
-        // pages leave too, each at most once (one that cannot leave is
-        // kept mapped and comes back to the policy).
-        if self.allowance < self.parts.ram_bytes {
-            let mut tries = self.resident;
-            while over(self) && tries > 0 && self.parts.policy.shrink(&mut self.actions) {
-                tries -= 1;
-                self.run_actions();
-                while over(self) && self.parts.policy.make_room(&mut self.actions) {
-                    self.run_actions();
-                }
-            }
-        }
     }
 }
 

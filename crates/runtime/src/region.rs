@@ -63,6 +63,57 @@ fn os(what: &'static str) -> RuntimeError {
     }
 }
 
+/// The trace writer of `config`'s trace, if it asks for one, its header
+/// filled in for a region of `len` bytes and `window` uncompressed pages.
+fn open_trace(config: &RuntimeConfig, len: usize, window: usize) -> Result<Option<TraceWriter>, RuntimeError> {
+    let Some(t) = &config.trace else {
+        return Ok(None);
+    };
+    let header = Header {
+        workload: t.workload.clone(),
+        seed: t.seed,
+        region_bytes: len as u64,
+        window_pages: window as u64,
+    };
+    TraceWriter::create(&t.path, &header)
+        .map(Some)
+        .map_err(|source| RuntimeError::Trace {
+            path: t.path.clone(),
+            source,
+        })
+}
+
+/// The helper process that compresses evictions, if `config` asks for one
+/// and the budget affords it: where ccvm's own memory is `charged` to the
+/// budget, a small budget cannot (see `HELPER_MIN_RAM`).
+fn start_helper(config: &RuntimeConfig, store: &Store, charged: bool) -> Result<Option<Helper>, RuntimeError> {
+    let fits = !charged || config.ram_bytes >= RuntimeConfig::HELPER_MIN_RAM;
+    if !(config.background_compression && fits) {
+        return Ok(None);
+    }
+    let helper = Helper::start(config.codec.make(), store.huge_threshold())
+        .ok_or_else(|| os("starting the compressor process"))?;
+    Ok(Some(helper))
+}
+
+/// Turns on the pager's parts that `config` asks for.
+fn set_up(pager: &mut Pager, config: &RuntimeConfig, helper: Option<Helper>, write_scan: bool) {
+    if let Some(helper) = helper {
+        pager.compress_in_background(helper);
+    }
+    if let Some(tree) = crate::tree::Tree::new(config.ram_bytes) {
+        pager.share_budget(tree);
+    }
+    if config.trace.is_none() {
+        pager.read_ahead(config.readahead);
+        pager.measure_costs();
+        // A zero page's protection must stop its first write, which
+        // asynchronous protection does not (see the `written` module).
+        let scanning = write_scan && pager.scan_writes();
+        pager.map_reads_as_zero(config.zero_reads && !scanning);
+    }
+}
+
 impl Region {
     /// Makes a region of `bytes` (rounded up to whole pages) paged as
     /// `config` says.
@@ -75,31 +126,7 @@ impl Region {
     pub fn new(bytes: usize, config: RuntimeConfig) -> Result<Region, RuntimeError> {
         let len = bytes.max(PAGE_SIZE).next_multiple_of(PAGE_SIZE);
         let alloc_base = crate::accounting::allocated();
-        if config.ram_bytes < RuntimeConfig::MIN_RAM_BYTES {
-            return Err(RuntimeError::Config(format!(
-                "a RAM budget of {} bytes is below the least ccvm pages with; give at least 64K",
-                config.ram_bytes
-            )));
-        }
-        if !(0.0..=1.0).contains(&config.trap_share) {
-            return Err(RuntimeError::Config(format!(
-                "trap share {} is not between 0 and 1",
-                config.trap_share
-            )));
-        }
-        if config.trap_share > 0.0 && !config.move_frames {
-            return Err(RuntimeError::Config(
-                "trapped pages are kept in the shadow of moved frames: a trap share cannot be used with --copy-frames"
-                    .into(),
-            ));
-        }
-        if !(0.0..=1.0).contains(&config.uncompressed_share) {
-            return Err(RuntimeError::Config(format!(
-                "uncompressed share {} is not between 0 and 1",
-                config.uncompressed_share
-            )));
-        }
-        let codec = ccvm_codec::by_name(&config.codec).map_err(RuntimeError::Config)?;
+        config.validate()?;
         let budget = config.policy_budget();
         let params = ccvm_policy::Params {
             uncompressed_share: config.uncompressed_share,
@@ -109,46 +136,20 @@ impl Region {
                 compress_share: 0.5,
             },
         };
-        let policy = ccvm_policy::by_name(&config.policy, budget, params)?;
+        let policy = config.policy.make(budget, params);
         let store = Arc::new(Store::new(StoreConfig {
-            codec: config.codec.clone(),
+            codec: config.codec,
             chunk_size: RuntimeConfig::STORE_CHUNK,
-            // A ceiling that slack beyond the charged share may reach before
-            // the RAM budget (`keep_within_ram`) decides.
-            memory_limit: (policy.cache_limit() + policy.cache_limit() / 4 + config.store_reserve()).max(1) as usize,
+            memory_limit: config.ram_split().store_limit(policy.cache_limit()) as usize,
             ..StoreConfig::default()
         })?);
         let dir = config.swap_dir.clone().unwrap_or_else(std::env::temp_dir);
         let swap = SwapFile::create(&dir, config.disk_latency)?;
-        let trace = match &config.trace {
-            Some(t) => {
-                let header = Header {
-                    workload: t.workload.clone(),
-                    seed: t.seed,
-                    region_bytes: len as u64,
-                    window_pages: policy.uncompressed_limit() as u64,
-                };
-                Some(
-                    TraceWriter::create(&t.path, &header).map_err(|source| RuntimeError::Trace {
-                        path: t.path.clone(),
-                        source,
-                    })?,
-                )
-            }
-            None => None,
-        };
+        let trace = open_trace(&config, len, policy.uncompressed_limit())?;
 
         // Forked before the region and its shadow exist, so that it shares
         // none of their pages (see the `compressor` module).
-        // Where ccvm's own memory is charged to the budget, a small budget
-        // cannot afford the helper (see `HELPER_MIN_RAM`).
-        let helper_fits = alloc_base.is_none() || config.ram_bytes >= RuntimeConfig::HELPER_MIN_RAM;
-        let helper = if config.background_compression && helper_fits {
-            let codec = ccvm_codec::by_name(&config.codec).map_err(RuntimeError::Config)?;
-            Some(Helper::start(codec, store.huge_threshold()).ok_or_else(|| os("starting the compressor process"))?)
-        } else {
-            None
-        };
+        let helper = start_helper(&config, &store, alloc_base.is_some())?;
         let sigbus = config.fault_mode == FaultMode::Signal;
         let write_scan = config.write_scan && config.move_frames && config.trace.is_none();
         let uffd = Uffd::open_with(sigbus, write_scan)?;
@@ -169,10 +170,9 @@ impl Region {
             uffd,
             base: base as usize,
             pages: len / PAGE_SIZE,
-            ram_bytes: config.ram_bytes,
-            reserve: config.store_reserve(),
+            split: config.ram_split(),
             store: store.clone(),
-            codec,
+            codec: config.codec.make(),
             swap,
             policy,
             trace,
@@ -180,21 +180,7 @@ impl Region {
             trap_share: config.trap_share,
             alloc_base,
         })));
-        if let Some(helper) = helper {
-            crate::pager::lock(&pager).compress_in_background(helper);
-        }
-        if let Some(tree) = crate::tree::Tree::new(config.ram_bytes) {
-            crate::pager::lock(&pager).share_budget(tree);
-        }
-        if config.trace.is_none() {
-            let mut p = crate::pager::lock(&pager);
-            p.read_ahead(config.readahead);
-            p.measure_costs();
-            // A zero page's protection must stop its first write, which
-            // asynchronous protection does not (see the `written` module).
-            let scanning = write_scan && p.scan_writes();
-            p.map_reads_as_zero(config.zero_reads && !scanning);
-        }
+        set_up(&mut crate::pager::lock(&pager), &config, helper, write_scan);
         let handler = match config.fault_mode {
             FaultMode::Signal => {
                 crate::signal::add(base as usize, base as usize + len, Arc::as_ptr(&pager))

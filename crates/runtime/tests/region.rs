@@ -9,7 +9,7 @@ fn config(ram: u64, share: f64, policy: &str) -> RuntimeConfig {
     RuntimeConfig {
         ram_bytes: ram,
         uncompressed_share: share,
-        policy: policy.into(),
+        policy: policy.parse().unwrap(),
         ..RuntimeConfig::default()
     }
 }

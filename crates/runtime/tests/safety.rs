@@ -13,7 +13,7 @@ fn small(policy: &str, share: f64) -> RuntimeConfig {
     RuntimeConfig {
         ram_bytes: 32 * 4096,
         uncompressed_share: share,
-        policy: policy.into(),
+        policy: policy.parse().unwrap(),
         ..RuntimeConfig::default()
     }
 }

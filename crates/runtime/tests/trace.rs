@@ -21,6 +21,8 @@ fn a_traced_workload_reads_back_with_every_fault_and_image() {
     let config = RuntimeConfig {
         ram_bytes: ram,
         uncompressed_share: (window * 4096 + 2048) as f64 / budget.ram_bytes as f64,
+        // The window is a fixed split's uncompressed share.
+        policy: "fixed".parse().unwrap(),
         trace: Some(TraceConfig {
             path: path.clone(),
             workload: w.name.into(),

@@ -78,8 +78,8 @@ fn matches_plain_memory_in(name: &str, configs: &[(&str, &str, f64, bool)], time
             let config = RuntimeConfig {
                 ram_bytes: ram,
                 uncompressed_share: share,
-                policy: policy.into(),
-                codec: codec.into(),
+                policy: policy.parse().unwrap(),
+                codec: codec.parse().unwrap(),
                 background_compression: background,
                 ..RuntimeConfig::default()
             };

@@ -96,52 +96,112 @@ enum Where {
 /// memory holds the page at; references to uncompressed pages too, so the
 /// policy sees exact recency (the live runtime sees only faults).
 pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, config: &SimConfig) -> SimResult {
-    let pages = trace
-        .pages()
-        .max(trace.refs.iter().map(|&p| p as usize + 1).max().unwrap_or(0));
-    let mut at = vec![Where::New; pages];
-    // The newest image recorded for each page so far.
-    let mut image = vec![u32::MAX; pages];
-    // Pages compressed before any image of theirs is recorded take their
-    // first one.
-    let mut first_image = vec![u32::MAX; pages];
-    for &(_, page, id) in trace.images.iter().rev() {
-        first_image[page as usize] = id;
-    }
-    let mut next_image = 0;
-    let mut r = SimResult::default();
-    let mut actions = Vec::new();
-    let mut codec_ns = 0u64;
-    let mut traps = config.trap_share.map(ccvm_policy::Traps::new);
-    let mut to_trap = Vec::new();
-    // Uncompressed pages the policy asked to watch (fault-only only).
-    let mut watched = vec![false; pages];
-    if traps.is_some() {
+    let mut replay = Replay::new(trace, config);
+    if replay.traps.is_some() {
         policy.faults_only();
     }
+    let mut codec_ns = 0u64;
     for (t, &page) in trace.refs.iter().enumerate() {
-        // Images recorded after reference t was counted (time t + 1) are
-        // the contents its evictions compressed.
-        while next_image < trace.images.len() && trace.images[next_image].0 <= t as u64 + 1 {
-            let (_, p, id) = trace.images[next_image];
-            image[p as usize] = id;
-            next_image += 1;
+        replay.images_until(trace, t as u64 + 1);
+        let mut work = Work::default();
+        let Some(from) = replay.reference(page as usize, costs, &mut work) else {
+            continue;
+        };
+        policy.touch(page as u64, from, &mut replay.actions);
+        replay.carry_out(policy, costs, config, &mut work);
+        if work.compressions + work.decompressions > 0 {
+            codec_ns += work.paid;
+            let paid = work.paid as f64 * config.cpu_factor;
+            policy.codec_time(work.compressions, work.decompressions, paid);
         }
-        let p = page as usize;
-        // Codec work this reference causes, told to the policy as paid.
-        let (mut compressions, mut decompressions, mut paid) = (0u32, 0u32, 0u64);
-        let from = match at[p] {
+        if let Some(traps) = &mut replay.traps {
+            traps.rebalance(&mut replay.to_trap);
+            replay.to_trap.clear();
+        }
+    }
+    let mut r = replay.result;
+    r.codec_ns = codec_ns as f64 * config.cpu_factor;
+    r.paging_ns = r.disk_faults as f64 * config.disk_read_ns + r.disk_writes as f64 * config.disk_write_ns + r.codec_ns;
+    r
+}
+
+/// Codec work one reference causes, told to the policy as paid.
+#[derive(Default)]
+struct Work {
+    compressions: u32,
+    decompressions: u32,
+    /// Nanoseconds, before the CPU factor.
+    paid: u64,
+}
+
+/// The simulated memory: where each page is, and what it holds.
+struct Replay {
+    at: Vec<Where>,
+    /// The newest image recorded for each page so far.
+    image: Vec<u32>,
+    /// Pages compressed before any image of theirs is recorded take their
+    /// first one.
+    first_image: Vec<u32>,
+    /// The next of the trace's images to take.
+    next_image: usize,
+    result: SimResult,
+    actions: Vec<Action>,
+    traps: Option<ccvm_policy::Traps>,
+    to_trap: Vec<u64>,
+    /// Uncompressed pages the policy asked to watch (fault-only only).
+    watched: Vec<bool>,
+}
+
+impl Replay {
+    fn new(trace: &Trace, config: &SimConfig) -> Replay {
+        let pages = trace
+            .pages()
+            .max(trace.refs.iter().map(|&p| p as usize + 1).max().unwrap_or(0));
+        let mut first_image = vec![u32::MAX; pages];
+        for &(_, page, id) in trace.images.iter().rev() {
+            first_image[page as usize] = id;
+        }
+        Replay {
+            at: vec![Where::New; pages],
+            image: vec![u32::MAX; pages],
+            first_image,
+            next_image: 0,
+            result: SimResult::default(),
+            actions: Vec::new(),
+            traps: config.trap_share.map(ccvm_policy::Traps::new),
+            to_trap: Vec::new(),
+            watched: vec![false; pages],
+        }
+    }
+
+    /// Takes the images recorded up to time `time`: those recorded after
+    /// reference t was counted (time t + 1) are the contents its evictions
+    /// compressed.
+    fn images_until(&mut self, trace: &Trace, time: u64) {
+        while self.next_image < trace.images.len() && trace.images[self.next_image].0 <= time {
+            let (_, p, id) = trace.images[self.next_image];
+            self.image[p as usize] = id;
+            self.next_image += 1;
+        }
+    }
+
+    /// A reference to page `p`: the level it is served from, with its
+    /// codec work added to `work`, and the page now uncompressed; `None`
+    /// when the policy does not see it (a mapped page, with traps).
+    fn reference(&mut self, p: usize, costs: &CodecCosts, work: &mut Work) -> Option<Level> {
+        let r = &mut self.result;
+        let from = match self.at[p] {
             Where::New => {
                 r.zero_faults += 1;
                 Level::New
             }
             Where::Uncompressed => {
-                if let Some(traps) = &mut traps {
+                if let Some(traps) = &mut self.traps {
                     // A mapped page's reference is not seen, unless the
                     // page is trapped or watched.
-                    let was_watched = std::mem::take(&mut watched[p]);
-                    if !traps.touch(page as u64) && !was_watched {
-                        continue;
+                    let was_watched = std::mem::take(&mut self.watched[p]);
+                    if !traps.touch(p as u64) && !was_watched {
+                        return None;
                     }
                     r.trap_faults += 1;
                 }
@@ -150,15 +210,15 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
             Where::Compressed(id) => {
                 r.cache_hits += 1;
                 r.decompressions += 1;
-                decompressions += 1;
-                paid += costs.decompress_ns.get(id as usize).copied().unwrap_or(0) as u64;
+                work.decompressions += 1;
+                work.paid += costs.decompress_ns.get(id as usize).copied().unwrap_or(0) as u64;
                 Level::Compressed
             }
             Where::Disk(Some(id)) => {
                 r.disk_faults += 1;
                 r.decompressions += 1;
-                decompressions += 1;
-                paid += costs.decompress_ns[id as usize] as u64;
+                work.decompressions += 1;
+                work.paid += costs.decompress_ns[id as usize] as u64;
                 Level::Disk
             }
             Where::Disk(None) => {
@@ -166,68 +226,71 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
                 Level::Disk
             }
         };
-        if let (Some(traps), false) = (&mut traps, from == Level::Uncompressed) {
-            traps.resident(page as u64);
+        if let (Some(traps), false) = (&mut self.traps, from == Level::Uncompressed) {
+            traps.resident(p as u64);
         }
-        at[p] = Where::Uncompressed;
+        self.at[p] = Where::Uncompressed;
         // A watch left from before the page went out is void.
-        watched[p] = false;
-        policy.touch(page as u64, from, &mut actions);
+        self.watched[p] = false;
+        Some(from)
+    }
+
+    /// Carries out the policy's actions, those its follow-ups add too.
+    fn carry_out(&mut self, policy: &mut dyn Policy, costs: &CodecCosts, config: &SimConfig, work: &mut Work) {
         let mut i = 0;
-        while i < actions.len() {
-            match actions[i] {
+        while i < self.actions.len() {
+            match self.actions[i] {
                 Action::Compress(v) => {
-                    let v = v as usize;
-                    let id = if image[v] != u32::MAX { image[v] } else { first_image[v] };
-                    let (bytes, id) = if id == u32::MAX {
-                        (PAGE_SIZE as u64, u32::MAX)
-                    } else {
-                        paid += costs.compress_ns[id as usize] as u64;
-                        (costs.size[id as usize] as u64, id)
-                    };
-                    r.compressions += 1;
-                    compressions += 1;
-                    at[v] = Where::Compressed(id);
-                    if let Some(traps) = &mut traps {
-                        traps.evicted(v as u64);
-                    }
+                    let bytes = self.compress(v as usize, costs, work);
                     // Follow-up spills join the end of the same list.
-                    policy.compressed(v as u64, config.charge().of(bytes as usize), &mut actions);
+                    policy.compressed(v, config.charge().of(bytes), &mut self.actions);
                 }
                 Action::Spill(v) => {
                     let v = v as usize;
-                    r.disk_writes += 1;
-                    at[v] = match at[v] {
+                    self.result.disk_writes += 1;
+                    self.at[v] = match self.at[v] {
                         Where::Compressed(id) if id != u32::MAX => Where::Disk(Some(id)),
                         _ => Where::Disk(None),
                     };
                 }
                 Action::SwapOut(v) => {
-                    r.disk_writes += 1;
-                    at[v as usize] = Where::Disk(None);
-                    if let Some(traps) = &mut traps {
+                    self.result.disk_writes += 1;
+                    self.at[v as usize] = Where::Disk(None);
+                    if let Some(traps) = &mut self.traps {
                         traps.evicted(v);
                     }
                 }
                 Action::Watch(v) => {
-                    if traps.is_some() && at[v as usize] == Where::Uncompressed {
-                        watched[v as usize] = true;
+                    if self.traps.is_some() && self.at[v as usize] == Where::Uncompressed {
+                        self.watched[v as usize] = true;
                     }
                 }
             }
             i += 1;
         }
-        actions.clear();
-        if compressions + decompressions > 0 {
-            codec_ns += paid;
-            policy.codec_time(compressions, decompressions, paid as f64 * config.cpu_factor);
-        }
-        if let Some(traps) = &mut traps {
-            traps.rebalance(&mut to_trap);
-            to_trap.clear();
-        }
+        self.actions.clear();
     }
-    r.codec_ns = codec_ns as f64 * config.cpu_factor;
-    r.paging_ns = r.disk_faults as f64 * config.disk_read_ns + r.disk_writes as f64 * config.disk_write_ns + r.codec_ns;
-    r
+
+    /// Compresses page `v` with its current image (a page with none is
+    /// held whole); returns its compressed bytes.
+    fn compress(&mut self, v: usize, costs: &CodecCosts, work: &mut Work) -> usize {
+        let id = if self.image[v] != u32::MAX {
+            self.image[v]
+        } else {
+            self.first_image[v]
+        };
+        let bytes = if id == u32::MAX {
+            PAGE_SIZE
+        } else {
+            work.paid += costs.compress_ns[id as usize] as u64;
+            costs.size[id as usize] as usize
+        };
+        self.result.compressions += 1;
+        work.compressions += 1;
+        self.at[v] = Where::Compressed(id);
+        if let Some(traps) = &mut self.traps {
+            traps.evicted(v as u64);
+        }
+        bytes
+    }
 }

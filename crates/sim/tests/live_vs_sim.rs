@@ -13,6 +13,11 @@
 //! at the cost model's, so the two turn compression on and off at
 //! slightly different faults.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one sequence of steps and checks; the limit is for the code under test"
+)]
+
 use ccvm_policy::{Costs, Params};
 use ccvm_runtime::{Region, RuntimeConfig, TraceConfig};
 use ccvm_sim::{simulate, CodecCosts, SimConfig, Trace};
@@ -81,8 +86,8 @@ fn live_and_simulated_fault_counts_agree(workload: &str, policy: &str, trap_shar
         let config = RuntimeConfig {
             ram_bytes: ram,
             uncompressed_share: 0.5,
-            policy: policy.into(),
-            codec: "wkdm".into(),
+            policy: policy.parse().unwrap(),
+            codec: "wkdm".parse().unwrap(),
             trap_share,
             move_frames: trap_share > 0.0 || policy == "adaptive-safe",
             // The helper process tells the policy a page's size when it

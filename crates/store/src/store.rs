@@ -73,8 +73,8 @@ const FREE_RESERVE: usize = 16;
 /// How a store is made.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    /// Codec name (see `ccvm_codec::names`).
-    pub codec: String,
+    /// The codec of the pages it holds.
+    pub codec: ccvm_codec::CodecId,
     /// Allocator name (see [`alloc::ALLOCATORS`]).
     pub allocator: String,
     /// Bytes per chunk: a power of two from 4096 to 1 GiB.
@@ -88,7 +88,7 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
-            codec: "lz4".into(),
+            codec: "lz4".parse().expect("LZ4 is registered"),
             allocator: "rm".into(),
             chunk_size: 64 * 1024,
             memory_limit: usize::MAX,
@@ -100,9 +100,6 @@ impl Default for StoreConfig {
 /// Why a store could not be made from its [`StoreConfig`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
-    /// No codec has that name (the message lists them).
-    #[error("{0}")]
-    Codec(String),
     /// No allocator has that name (the message lists them).
     #[error("{0}")]
     Allocator(String),
@@ -232,7 +229,7 @@ impl Store {
     /// # Errors
     ///
     /// A [`ConfigError`], whose message is one line naming the problem: an
-    /// unknown codec or allocator, a chunk size that is not a power of two
+    /// unknown allocator, a chunk size that is not a power of two
     /// from 4096 to 1 GiB, or a huge threshold above a page.
     pub fn new(config: StoreConfig) -> Result<Store, ConfigError> {
         Self::with_source(config, Box::new(MappedChunks::default()))
@@ -244,11 +241,7 @@ impl Store {
     ///
     /// As [`Store::new`].
     pub fn with_source(config: StoreConfig, source: Box<dyn ChunkSource>) -> Result<Store, ConfigError> {
-        let make_codec = ccvm_codec::CODECS
-            .iter()
-            .find(|c| c.name == config.codec)
-            .map(|c| c.make)
-            .ok_or_else(|| ConfigError::Codec(ccvm_codec::by_name(&config.codec).err().unwrap_or_default()))?;
+        let make_codec = config.codec.info().make;
         let cs = config.chunk_size;
         if !cs.is_power_of_two() || !(PAGE_SIZE..=1 << 30).contains(&cs) {
             return Err(ConfigError::ChunkSize(cs));

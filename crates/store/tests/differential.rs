@@ -5,6 +5,11 @@
 //! refusals and compactions, and with chunk requests that fail. They must
 //! always agree, and the memory used must never pass the limit.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one sequence of steps and checks; the limit is for the code under test"
+)]
+
 use std::collections::HashMap;
 
 use ccvm_store::alloc::ALLOCATORS;
@@ -68,7 +73,7 @@ fn run(
         memory_limit: limit,
         ..StoreConfig::default()
     };
-    let mut codec = ccvm_codec::by_name(&config.codec).unwrap();
+    let mut codec = config.codec.make();
     let store = Store::with_source(config, source).unwrap();
     let mut model: HashMap<u64, Page> = HashMap::new();
     let mut rng = Rng(seed);

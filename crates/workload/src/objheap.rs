@@ -20,26 +20,46 @@ const CYCLES: u32 = 4;
 pub fn run(memory: &mut [u8], seed: u64) -> u64 {
     let m = memory.len() / (64 + 4 + 4);
     let mut arena = Arena::new(memory);
-    let heap: &mut [Object] = arena.take(m);
-    let stack: &mut [u32] = arena.take(m);
-    let allocated: &mut [u32] = arena.take(m);
+    let mut heap = Heap {
+        objects: arena.take(m),
+        stack: arena.take(m),
+        allocated: arena.take(m),
+        roots: [0u32; ROOTS],
+        bump: 0,
+        free_list: 0,
+        count: 0,
+    };
     let mut r = rng(seed);
-    let mut roots = [0u32; ROOTS];
-    let (mut bump, mut free_list, mut count) = (0usize, 0u32, 0usize);
     let mut sum = m as u64;
     for cycle in 1..=CYCLES {
-        // Allocate half the heap's worth of objects.
+        heap.allocate(&mut r);
+        heap.mutate(&mut r);
+        let (marked, payload) = heap.mark(cycle);
+        heap.sweep(cycle);
+        sum = mix(mix(sum, marked), payload);
+    }
+    sum
+}
+
+/// The heap's objects and the collector's state, all in the arena.
+struct Heap<'a> {
+    objects: &'a mut [Object],
+    stack: &'a mut [u32],
+    /// Every object ever bumped, by index.
+    allocated: &'a mut [u32],
+    roots: [u32; ROOTS],
+    bump: usize,
+    /// The first free object + 1 (0: none).
+    free_list: u32,
+    count: usize,
+}
+
+impl Heap<'_> {
+    /// Allocates half the heap's worth of objects.
+    fn allocate(&mut self, r: &mut impl Rng) {
+        let m = self.objects.len();
         for _ in 0..m / 2 {
-            let obj = if free_list != 0 {
-                let o = free_list as usize - 1;
-                free_list = heap[o][2];
-                o
-            } else if bump < m {
-                bump += 1;
-                allocated[bump - 1] = (bump - 1) as u32;
-                count = bump;
-                bump - 1
-            } else {
+            let Some(obj) = self.take_free() else {
                 break;
             };
             let mut fields = [0u32; 6];
@@ -49,17 +69,17 @@ pub fn run(memory: &mut [u8], seed: u64) -> u64 {
                 let target = if x & 3 != 0 {
                     obj.saturating_sub((x >> 2) as usize % 64)
                 } else {
-                    (x >> 2) as usize % count
+                    (x >> 2) as usize % self.count
                 };
-                if x & 0x30 != 0 && heap[target][1] == LIVE {
+                if x & 0x30 != 0 && self.objects[target][1] == LIVE {
                     *f = target as u32 + 1;
                 }
             }
-            heap[obj] = [
+            self.objects[obj] = [
                 0, LIVE, fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], 0, 0, 0, 0, 0, 0, 0, 0,
             ];
             let p = r.next_u64();
-            for (w, v) in heap[obj][8..].iter_mut().enumerate() {
+            for (w, v) in self.objects[obj][8..].iter_mut().enumerate() {
                 *v = if w < 4 {
                     (p >> (w * 16)) as u32 & 0xffff
                 } else {
@@ -67,21 +87,48 @@ pub fn run(memory: &mut [u8], seed: u64) -> u64 {
                 };
             }
             if p & 15 == 0 {
-                roots[(p >> 8) as usize % ROOTS] = obj as u32 + 1;
+                self.roots[(p >> 8) as usize % ROOTS] = obj as u32 + 1;
             }
         }
-        // Mutate: rewrite random fields of live objects.
-        for _ in 0..m / 4 {
+    }
+
+    /// An object from the free list, else a new one bumped; `None` when
+    /// the heap is full.
+    fn take_free(&mut self) -> Option<usize> {
+        if self.free_list != 0 {
+            let o = self.free_list as usize - 1;
+            self.free_list = self.objects[o][2];
+            Some(o)
+        } else if self.bump < self.objects.len() {
+            self.bump += 1;
+            self.allocated[self.bump - 1] = (self.bump - 1) as u32;
+            self.count = self.bump;
+            Some(self.bump - 1)
+        } else {
+            None
+        }
+    }
+
+    /// Rewrites random fields of live objects.
+    fn mutate(&mut self, r: &mut impl Rng) {
+        let count = self.count as u64;
+        for _ in 0..self.objects.len() / 4 {
             let x = r.next_u64();
-            let a = allocated[(x % count as u64) as usize] as usize;
-            let b = allocated[((x >> 24) % count as u64) as usize] as usize;
-            if heap[a][1] == LIVE && heap[b][1] == LIVE {
-                heap[a][2 + (x >> 50) as usize % 6] = b as u32 + 1;
+            let a = self.allocated[(x % count) as usize] as usize;
+            let b = self.allocated[((x >> 24) % count) as usize] as usize;
+            if self.objects[a][1] == LIVE && self.objects[b][1] == LIVE {
+                self.objects[a][2 + (x >> 50) as usize % 6] = b as u32 + 1;
             }
         }
-        // Mark from the roots.
+    }
+
+    /// Marks from the roots; returns the objects marked and their
+    /// payloads' sum.
+    fn mark(&mut self, cycle: u32) -> (u64, u64) {
+        let heap = &mut *self.objects;
+        let stack = &mut *self.stack;
         let mut top = 0;
-        for &root in roots.iter().filter(|&&r| r != 0) {
+        for &root in self.roots.iter().filter(|&&r| r != 0) {
             if heap[root as usize - 1][0] != cycle {
                 heap[root as usize - 1][0] = cycle;
                 stack[top] = root - 1;
@@ -103,16 +150,19 @@ pub fn run(memory: &mut [u8], seed: u64) -> u64 {
                 }
             }
         }
-        // Sweep what was not marked onto the free list.
-        for &o in allocated[..count].iter() {
+        (marked, payload)
+    }
+
+    /// Sweeps what was not marked onto the free list.
+    fn sweep(&mut self, cycle: u32) {
+        for &o in self.allocated[..self.count].iter() {
             let o = o as usize;
-            if heap[o][1] == LIVE && heap[o][0] != cycle {
-                heap[o][1] = FREE;
-                heap[o][2] = free_list;
-                free_list = o as u32 + 1;
+            let obj = &mut self.objects[o];
+            if obj[1] == LIVE && obj[0] != cycle {
+                obj[1] = FREE;
+                obj[2] = self.free_list;
+                self.free_list = o as u32 + 1;
             }
         }
-        sum = mix(mix(sum, marked), payload);
     }
-    sum
 }

@@ -81,146 +81,51 @@ impl LineTrace {
     /// match, a missing end record or bytes after it, totals that differ
     /// from the records.
     pub fn read(mut input: impl Read, name: &str) -> Result<LineTrace, TraceError> {
-        let err = |where_: String, what: String| TraceError {
-            name: name.to_string(),
-            where_,
-            what,
+        let errors = Errors { name };
+        let header = read_header(&mut input, errors)?;
+        let mut load = Loader {
+            trace: LineTrace {
+                header,
+                words: Vec::new(),
+                images: Vec::new(),
+                references: 0,
+                instructions: 0,
+            },
+            seen: HashMap::new(),
+            contents: 0,
+            previous: 0,
         };
-        let io_err = |where_: &str, e: io::Error| {
-            let what = if e.kind() == io::ErrorKind::UnexpectedEof {
-                "the file ends early: truncated? record it again".to_string()
-            } else {
-                e.to_string()
-            };
-            err(where_.to_string(), what)
+        let mut blocks = Blocks {
+            raw: vec![0u8; MAX_BLOCK],
+            frame: Vec::new(),
+            zstd: zstd::bulk::Decompressor::new().map_err(|e| errors.at("header", e.to_string()))?,
         };
-        let mut fixed = [0u8; 16];
-        input.read_exact(&mut fixed).map_err(|e| io_err("header", e))?;
-        if &fixed[..8] != MAGIC {
-            return Err(err("header".into(), "not a ccvm line trace (bad magic)".into()));
-        }
-        let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(err(
-                "header".into(),
-                format!("format version {version}; this ccvm reads {VERSION}"),
-            ));
-        }
-        let hlen = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
-        if hlen > MAX_HEADER {
-            return Err(err(
-                "header".into(),
-                format!("header of {hlen} bytes (at most {MAX_HEADER})"),
-            ));
-        }
-        let mut json = vec![0u8; hlen];
-        input.read_exact(&mut json).map_err(|e| io_err("header", e))?;
-        let header: Header =
-            serde_json::from_slice(&json).map_err(|e| err("header".into(), format!("bad header: {e}")))?;
-
-        let mut trace = LineTrace {
-            header,
-            words: Vec::new(),
-            images: Vec::new(),
-            references: 0,
-            instructions: 0,
-        };
-        let mut seen: HashMap<[u8; LINE], u32> = HashMap::new();
-        let mut contents = 0u64;
-        let mut previous = 0u64;
-        let mut raw = vec![0u8; MAX_BLOCK];
-        let mut frame = Vec::new();
-        let mut zstd = zstd::bulk::Decompressor::new().map_err(|e| err("header".into(), e.to_string()))?;
         for block in 0u64.. {
             let here = format!("block {block}");
-            let mut head = [0u8; 12];
-            input.read_exact(&mut head).map_err(|e| io_err(&here, e))?;
-            let word = |i: usize| u32::from_le_bytes(head[i..i + 4].try_into().expect("4 bytes")) as usize;
-            let (len, zlen, crc) = (word(0), word(4), word(8) as u32);
-            if len == 0 || len > MAX_BLOCK || zlen > 2 * MAX_BLOCK {
-                return Err(err(
-                    here,
-                    format!("block of {len} bytes ({zlen} compressed) is out of range"),
-                ));
-            }
-            frame.resize(zlen, 0);
-            input.read_exact(&mut frame).map_err(|e| io_err(&here, e))?;
-            let n = zstd
-                .decompress_to_buffer(&frame, &mut raw[..len])
-                .map_err(|e| err(here.clone(), format!("damaged: {e}")))?;
-            if n != len || crc32fast::hash(&raw[..len]) != crc {
-                return Err(err(here, "damaged: its records do not match their CRC".into()));
-            }
+            let len = blocks.read(&mut input, errors, &here)?;
             let mut r = Records {
-                bytes: &raw[..len],
+                bytes: &blocks.raw[..len],
                 at: 0,
             };
             while r.at < len {
                 let at = r.at;
-                let bad = |what: &str| err(format!("block {block} offset {at}"), what.to_string());
-                let tag = r.byte().ok_or_else(|| bad("empty record"))?;
-                match tag {
-                    b'R' | b'W' => {
-                        let z = r.varint().ok_or_else(|| bad("reference cut short"))?;
-                        let gap = r.varint().ok_or_else(|| bad("reference cut short"))?;
-                        let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
-                        let line = previous.wrapping_add(delta as u64);
-                        if line >= MAX_LINE {
-                            return Err(bad("a reference beyond 47-bit addresses"));
-                        }
-                        trace.instructions = trace
-                            .instructions
-                            .checked_add(gap)
-                            .ok_or_else(|| bad("instruction count overflows"))?;
-                        if gap >= 1 << GAP_BITS {
-                            trace.words.push(INSTRUCTIONS << 62 | gap.min((1 << 62) - 1));
-                        }
-                        let packed_gap = if gap >= 1 << GAP_BITS { 0 } else { gap };
-                        let kind = if tag == b'W' { WRITE } else { READ };
-                        trace.words.push(kind << 62 | packed_gap << LINE_BITS | line);
-                        trace.references += 1;
-                        previous = line;
-                    }
-                    b'C' => {
-                        let line = r.varint().ok_or_else(|| bad("contents cut short"))?;
-                        if line >= MAX_LINE {
-                            return Err(bad("contents beyond 47-bit addresses"));
-                        }
-                        let bytes: [u8; LINE] = r
-                            .take(LINE)
-                            .ok_or_else(|| bad("contents cut short"))?
-                            .try_into()
-                            .expect("64");
-                        let next = trace.images.len() as u32;
-                        let image = *seen.entry(bytes).or_insert(next);
-                        if image == next {
-                            trace.images.push(bytes);
-                        }
-                        trace.words.push(CONTENTS << 62 | line);
-                        trace.words.push(image as u64);
-                        contents += 1;
-                    }
+                let bad = |what: String| errors.at(format!("block {block} offset {at}"), what);
+                match r.byte().ok_or_else(|| bad("empty record".into()))? {
+                    tag @ (b'R' | b'W') => load.reference(tag == b'W', &mut r).map_err(bad)?,
+                    b'C' => load.contents(&mut r).map_err(bad)?,
                     b'E' => {
-                        let mut total = || r.varint().ok_or_else(|| bad("end record cut short"));
-                        let (refs, instr, cont) = (total()?, total()?, total()?);
-                        if (refs, instr, cont) != (trace.references, trace.instructions, contents) {
-                            return Err(bad(&format!(
-                                "the end record counts {refs} references, {instr} instructions, {cont} contents; \
-                                 the records hold {}, {}, {contents}",
-                                trace.references, trace.instructions
-                            )));
-                        }
+                        load.end(&mut r).map_err(bad)?;
                         if r.at != len {
-                            return Err(bad("records after the end record"));
+                            return Err(bad("records after the end record".into()));
                         }
                         let mut more = [0u8; 1];
-                        match input.read(&mut more) {
-                            Ok(0) => return Ok(trace),
-                            Ok(_) => return Err(bad("bytes after the end record")),
-                            Err(e) => return Err(io_err(&here, e)),
-                        }
+                        return match input.read(&mut more) {
+                            Ok(0) => Ok(load.trace),
+                            Ok(_) => Err(bad("bytes after the end record".into())),
+                            Err(e) => Err(errors.io(&here, e)),
+                        };
                     }
-                    other => return Err(bad(&format!("unknown record type {other:#04x}"))),
+                    other => return Err(bad(format!("unknown record type {other:#04x}"))),
                 }
             }
         }
@@ -316,6 +221,155 @@ impl Iterator for Events<'_> {
                 }
             }
         }
+    }
+}
+
+/// Makes the errors of the trace named `name`.
+#[derive(Clone, Copy)]
+struct Errors<'a> {
+    name: &'a str,
+}
+
+impl Errors<'_> {
+    fn at(self, where_: impl Into<String>, what: impl Into<String>) -> TraceError {
+        TraceError {
+            name: self.name.to_string(),
+            where_: where_.into(),
+            what: what.into(),
+        }
+    }
+
+    fn io(self, where_: &str, e: io::Error) -> TraceError {
+        let what = if e.kind() == io::ErrorKind::UnexpectedEof {
+            "the file ends early: truncated? record it again".to_string()
+        } else {
+            e.to_string()
+        };
+        self.at(where_, what)
+    }
+}
+
+/// Reads and checks the fixed header and its JSON.
+fn read_header(input: &mut impl Read, errors: Errors<'_>) -> Result<Header, TraceError> {
+    let mut fixed = [0u8; 16];
+    input.read_exact(&mut fixed).map_err(|e| errors.io("header", e))?;
+    if &fixed[..8] != MAGIC {
+        return Err(errors.at("header", "not a ccvm line trace (bad magic)"));
+    }
+    let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(errors.at("header", format!("format version {version}; this ccvm reads {VERSION}")));
+    }
+    let hlen = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
+    if hlen > MAX_HEADER {
+        return Err(errors.at("header", format!("header of {hlen} bytes (at most {MAX_HEADER})")));
+    }
+    let mut json = vec![0u8; hlen];
+    input.read_exact(&mut json).map_err(|e| errors.io("header", e))?;
+    serde_json::from_slice(&json).map_err(|e| errors.at("header", format!("bad header: {e}")))
+}
+
+/// Reads blocks: each a length, a compressed length and a CRC, then its
+/// zstd frame.
+struct Blocks {
+    /// The last block's records.
+    raw: Vec<u8>,
+    frame: Vec<u8>,
+    zstd: zstd::bulk::Decompressor<'static>,
+}
+
+impl Blocks {
+    /// Reads the next block into `raw`, checked; returns its length.
+    fn read(&mut self, input: &mut impl Read, errors: Errors<'_>, here: &str) -> Result<usize, TraceError> {
+        let mut head = [0u8; 12];
+        input.read_exact(&mut head).map_err(|e| errors.io(here, e))?;
+        let word = |i: usize| u32::from_le_bytes(head[i..i + 4].try_into().expect("4 bytes")) as usize;
+        let (len, zlen, crc) = (word(0), word(4), word(8) as u32);
+        if len == 0 || len > MAX_BLOCK || zlen > 2 * MAX_BLOCK {
+            return Err(errors.at(
+                here,
+                format!("block of {len} bytes ({zlen} compressed) is out of range"),
+            ));
+        }
+        self.frame.resize(zlen, 0);
+        input.read_exact(&mut self.frame).map_err(|e| errors.io(here, e))?;
+        let n = self
+            .zstd
+            .decompress_to_buffer(&self.frame, &mut self.raw[..len])
+            .map_err(|e| errors.at(here, format!("damaged: {e}")))?;
+        if n != len || crc32fast::hash(&self.raw[..len]) != crc {
+            return Err(errors.at(here, "damaged: its records do not match their CRC"));
+        }
+        Ok(len)
+    }
+}
+
+/// A trace being built from its records; each method reads one record
+/// (after its tag) and says what is wrong with it, if anything.
+struct Loader {
+    trace: LineTrace,
+    /// Each distinct line image's index.
+    seen: HashMap<[u8; LINE], u32>,
+    contents: u64,
+    /// The line of the last reference (references are delta-coded).
+    previous: u64,
+}
+
+impl Loader {
+    fn reference(&mut self, write: bool, r: &mut Records<'_>) -> Result<(), String> {
+        let z = r.varint().ok_or("reference cut short")?;
+        let gap = r.varint().ok_or("reference cut short")?;
+        let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
+        let line = self.previous.wrapping_add(delta as u64);
+        if line >= MAX_LINE {
+            return Err("a reference beyond 47-bit addresses".into());
+        }
+        let trace = &mut self.trace;
+        trace.instructions = trace
+            .instructions
+            .checked_add(gap)
+            .ok_or("instruction count overflows")?;
+        if gap >= 1 << GAP_BITS {
+            trace.words.push(INSTRUCTIONS << 62 | gap.min((1 << 62) - 1));
+        }
+        let packed_gap = if gap >= 1 << GAP_BITS { 0 } else { gap };
+        let kind = if write { WRITE } else { READ };
+        trace.words.push(kind << 62 | packed_gap << LINE_BITS | line);
+        trace.references += 1;
+        self.previous = line;
+        Ok(())
+    }
+
+    fn contents(&mut self, r: &mut Records<'_>) -> Result<(), String> {
+        let line = r.varint().ok_or("contents cut short")?;
+        if line >= MAX_LINE {
+            return Err("contents beyond 47-bit addresses".into());
+        }
+        let bytes: [u8; LINE] = r.take(LINE).ok_or("contents cut short")?.try_into().expect("64");
+        let next = self.trace.images.len() as u32;
+        let image = *self.seen.entry(bytes).or_insert(next);
+        if image == next {
+            self.trace.images.push(bytes);
+        }
+        self.trace.words.push(CONTENTS << 62 | line);
+        self.trace.words.push(image as u64);
+        self.contents += 1;
+        Ok(())
+    }
+
+    /// The end record: its totals must be what the records held.
+    fn end(&mut self, r: &mut Records<'_>) -> Result<(), String> {
+        let mut total = || r.varint().ok_or("end record cut short");
+        let (refs, instr, cont) = (total()?, total()?, total()?);
+        let t = &self.trace;
+        if (refs, instr, cont) != (t.references, t.instructions, self.contents) {
+            return Err(format!(
+                "the end record counts {refs} references, {instr} instructions, {cont} contents; \
+                 the records hold {}, {}, {}",
+                t.references, t.instructions, self.contents
+            ));
+        }
+        Ok(())
     }
 }
 

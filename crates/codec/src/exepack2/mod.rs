@@ -279,55 +279,78 @@ pub(crate) fn decode(input: &[u8], block: &mut [u8]) -> Result<(), DecodeError> 
                 (nroots, len, offset) = ((v >> 2 & 15) as usize, (v >> 6 & 63) as usize + 3, (v >> 12) as usize);
             }
         }
-        // Fast path, far from both ends: the roots (at most 15) as one
-        // 16-byte copy, and a copy whose source lies at least 8 bytes
-        // back as 8-byte chunks, each reading only bytes already
-        // written; the bytes written past the token's end are
-        // overwritten by the tokens after it. The exact path below
-        // does the same near the ends and for short offsets.
-        if i + 16 <= input.len() && o + 16 + 72 <= n {
-            block[o..o + 16].copy_from_slice(&input[i..i + 16]);
-            i += nroots;
-            o += nroots;
-            if offset == 0 || offset > o {
-                return Err(DecodeError::Corrupt("copy reaches before the block"));
-            }
-            if offset >= 8 {
-                let mut k = 0;
-                while k < len {
-                    let chunk: [u8; 8] = block[o - offset + k..o - offset + k + 8].try_into().expect("8 bytes");
-                    block[o + k..o + k + 8].copy_from_slice(&chunk);
-                    k += 8;
-                }
-                o += len;
-                continue;
-            }
-            for j in o..o + len {
-                block[j] = block[j - offset];
-            }
-            o += len;
-            continue;
-        }
-        let src = input.get(i..i + nroots).ok_or(DecodeError::Truncated)?;
-        block
-            .get_mut(o..o + nroots)
-            .ok_or(DecodeError::Corrupt("literals run past the block"))?
-            .copy_from_slice(src);
+        (i, o) = roots_and_copy(input, i, block, o, Token { nroots, len, offset })?;
+    }
+}
+
+/// A token's roots (literal bytes) and copy, as its header gave them.
+struct Token {
+    nroots: usize,
+    len: usize,
+    offset: usize,
+}
+
+/// Writes `token`'s roots (read at `input[i..]`) and then its copy at
+/// `block[o..]`; returns the positions after them.
+#[inline(always)]
+fn roots_and_copy(
+    input: &[u8],
+    mut i: usize,
+    block: &mut [u8],
+    mut o: usize,
+    token: Token,
+) -> Result<(usize, usize), DecodeError> {
+    let Token { nroots, len, offset } = token;
+    let n = block.len();
+    // Fast path, far from both ends: the roots (at most 15) as one
+    // 16-byte copy, and a copy whose source lies at least 8 bytes
+    // back as 8-byte chunks, each reading only bytes already
+    // written; the bytes written past the token's end are
+    // overwritten by the tokens after it. The exact path below
+    // does the same near the ends and for short offsets.
+    if i + 16 <= input.len() && o + 16 + 72 <= n {
+        block[o..o + 16].copy_from_slice(&input[i..i + 16]);
         i += nroots;
         o += nroots;
         if offset == 0 || offset > o {
             return Err(DecodeError::Corrupt("copy reaches before the block"));
         }
-        if len > n - o {
-            return Err(DecodeError::Corrupt("copy runs past the block"));
-        }
-        if offset >= len {
-            block.copy_within(o - offset..o - offset + len, o);
-        } else {
-            for j in o..o + len {
-                block[j] = block[j - offset];
+        if offset >= 8 {
+            let mut k = 0;
+            while k < len {
+                let chunk: [u8; 8] = block[o - offset + k..o - offset + k + 8].try_into().expect("8 bytes");
+                block[o + k..o + k + 8].copy_from_slice(&chunk);
+                k += 8;
             }
+            o += len;
+            return Ok((i, o));
+        }
+        for j in o..o + len {
+            block[j] = block[j - offset];
         }
         o += len;
+        return Ok((i, o));
     }
+    let src = input.get(i..i + nroots).ok_or(DecodeError::Truncated)?;
+    block
+        .get_mut(o..o + nroots)
+        .ok_or(DecodeError::Corrupt("literals run past the block"))?
+        .copy_from_slice(src);
+    i += nroots;
+    o += nroots;
+    if offset == 0 || offset > o {
+        return Err(DecodeError::Corrupt("copy reaches before the block"));
+    }
+    if len > n - o {
+        return Err(DecodeError::Corrupt("copy runs past the block"));
+    }
+    if offset >= len {
+        block.copy_within(o - offset..o - offset + len, o);
+    } else {
+        for j in o..o + len {
+            block[j] = block[j - offset];
+        }
+    }
+    o += len;
+    Ok((i, o))
 }

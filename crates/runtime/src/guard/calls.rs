@@ -75,6 +75,23 @@ fn peek_u32(peek: Peek, addr: usize) -> Option<u32> {
 /// with arguments `a` hands to the kernel. `peek` reads user memory
 /// (structures that lead to further buffers), after `f` has seen it.
 pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize, usize, Access)) {
+    let families: [Family; 5] = [
+        reads_and_writes,
+        paths_and_stats,
+        attributes,
+        waits_and_clocks,
+        process_state,
+    ];
+    // Each family says whether `nr` is one of its calls.
+    let _ = families.iter().any(|family| family(nr, a, peek, f));
+}
+
+/// One family of calls: whether `nr` is one of them, after calling `f`
+/// for each of its buffers.
+type Family = fn(i64, &[u64; 6], Peek, &mut dyn FnMut(usize, usize, Access)) -> bool;
+
+/// Buffers of reads, writes, sockets and pipes.
+fn reads_and_writes(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize, usize, Access)) -> bool {
     let p = |i: usize| a[i] as usize;
     let n = |i: usize| a[i] as usize;
     let path = |f: &mut dyn FnMut(usize, usize, Access), i: usize| f(p(i), PATH, R);
@@ -123,6 +140,17 @@ pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize
         SYS_getsockopt => sized_by(p(3), p(4), peek, f),
         SYS_socketpair => f(p(3), 8, W),
         SYS_pipe | SYS_pipe2 => f(p(0), 8, W),
+        _ => return false,
+    }
+    true
+}
+
+/// Paths, and the structures `stat` and its kin fill.
+fn paths_and_stats(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize, usize, Access)) -> bool {
+    let p = |i: usize| a[i] as usize;
+    let n = |i: usize| a[i] as usize;
+    let path = |f: &mut dyn FnMut(usize, usize, Access), i: usize| f(p(i), PATH, R);
+    match nr {
         SYS_stat | SYS_lstat => {
             path(f, 0);
             f(p(1), STAT, W)
@@ -192,6 +220,18 @@ pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize
             path(f, 2);
             path(f, 4)
         }
+        _ => return false,
+    }
+    true
+}
+
+/// Extended attributes: names, and values read to set or written to get.
+fn attributes(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize, usize, Access)) -> bool {
+    let _ = peek;
+    let p = |i: usize| a[i] as usize;
+    let n = |i: usize| a[i] as usize;
+    let path = |f: &mut dyn FnMut(usize, usize, Access), i: usize| f(p(i), PATH, R);
+    match nr {
         SYS_setxattr | SYS_lsetxattr | SYS_fsetxattr | SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => {
             // The file's path (not for the descriptor forms), the
             // attribute's name, and its value: read to set, written to get.
@@ -212,6 +252,17 @@ pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize
             path(f, 1)
         }
         SYS_fremovexattr => path(f, 1),
+        _ => return false,
+    }
+    true
+}
+
+/// Descriptor sets, events, times, futexes and child statuses.
+fn waits_and_clocks(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize, usize, Access)) -> bool {
+    let _ = peek;
+    let p = |i: usize| a[i] as usize;
+    let n = |i: usize| a[i] as usize;
+    match nr {
         SYS_poll => f(p(0), n(1) * 8, W),
         SYS_ppoll => {
             f(p(0), n(1) * 8, W);
@@ -280,6 +331,17 @@ pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize
             f(p(2), SIGINFO, W);
             f(p(4), RUSAGE, W)
         }
+        _ => return false,
+    }
+    true
+}
+
+/// The process's own state: limits, identities, signals, devices, IPC and timers.
+fn process_state(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize, usize, Access)) -> bool {
+    let _ = peek;
+    let p = |i: usize| a[i] as usize;
+    let n = |i: usize| a[i] as usize;
+    match nr {
         SYS_uname => f(p(0), 390, W),
         SYS_sysinfo => f(p(0), 112, W),
         SYS_times => f(p(0), 32, W),
@@ -350,8 +412,9 @@ pub(crate) fn buffers(nr: i64, a: &[u64; 6], peek: Peek, f: &mut dyn FnMut(usize
             f(p(1), 64, R);
             f(p(2), 4, W)
         }
-        _ => {}
+        _ => return false,
     }
+    true
 }
 
 /// Whether call `nr` names pages to change rather than data to copy, so

@@ -58,8 +58,8 @@ impl Pager {
         let charge = self.charge();
         let tree = self.tree.as_ref().expect("checked");
         let a = tree.allowance(charge);
-        let floor = self.overhead.bytes + self.parts.reserve + crate::tree::PROCESS_FLOOR;
-        self.allowance = a.bytes.max(floor).min(self.parts.ram_bytes);
+        let floor = self.overhead.bytes + self.parts.split.reserve + crate::tree::PROCESS_FLOOR;
+        self.allowance = a.bytes.max(floor).min(self.parts.split.ram_bytes);
         if a.processes > 1 {
             let (peak, most) = tree.peaks();
             self.stats.tree_processes = self.stats.tree_processes.max(most);

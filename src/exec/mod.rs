@@ -2,6 +2,8 @@
 //! heap paged live through ccvm, by preloading the library built from
 //! `crates/preload` (embedded in this binary), and reports what paging did.
 
+pub mod args;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -253,9 +255,9 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
                     let what = format!("{} {}", p.pid, p.command.first().map_or("", String::as_str));
                     RunRow::new(
                         what,
-                        &p.settings.policy,
-                        &p.settings.codec,
-                        p.settings.ram_bytes,
+                        p.settings.config.policy.name(),
+                        p.settings.config.codec.name(),
+                        p.settings.config.ram_bytes,
                         summary.wall_s,
                         &p.stats,
                     )
@@ -339,7 +341,7 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
         )?;
     }
     for r in shown {
-        let set = &r.settings;
+        let set = &r.settings.config;
         writeln!(
             out,
             "process {} ({}): heap {} MiB at most in {} MiB of RAM; policy {}, codec {}, {} faults; {} MiB unpaged",
@@ -388,7 +390,7 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
 /// # Errors
 ///
 /// As for [`exec`], or a program that left no trace.
-pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path) -> anyhow::Result<()> {
+pub fn trace(command: &[String], window: u64, codec: ccvm_codec::CodecId, heap: u64, out: &Path) -> anyhow::Result<()> {
     let Some(program) = command.first() else {
         bail!("no program given: ccvm trace --exec -o FILE -- PROGRAM [ARGS...]");
     };
@@ -416,11 +418,14 @@ pub fn trace(command: &[String], window: u64, codec: &str, heap: u64, out: &Path
     )
     .context("making a directory for the traces beside the output")?;
     let settings = ExecSettings {
-        ram_bytes: ram,
+        config: ccvm_runtime::RuntimeConfig {
+            ram_bytes: ram,
+            policy: "fixed".parse()?,
+            codec,
+            uncompressed_share: share,
+            ..probe
+        },
         heap_bytes: heap,
-        policy: "fixed".into(),
-        codec: codec.into(),
-        uncompressed_share: share,
         trace_dir: Some(traces.path().to_path_buf()),
         trace_run_time_ns: plain.as_nanos() as u64,
         ..ExecSettings::default()

@@ -1,6 +1,8 @@
 //! `ccvm run`, `ccvm trace` and `ccvm demo`: built-in workloads paged live
 //! through the runtime.
 
+pub mod args;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -102,8 +104,8 @@ pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
     Ok(RunReport {
         label: label.into(),
         workload: opts.workload.name.into(),
-        policy: opts.config.policy.clone(),
-        codec: opts.config.codec.clone(),
+        policy: opts.config.policy.to_string(),
+        codec: opts.config.codec.to_string(),
         size: opts.size,
         ram: opts.config.ram_bytes,
         wall_s: wall.as_secs_f64(),
@@ -172,6 +174,13 @@ pub fn print_run(r: &RunReport, format: Format) -> anyhow::Result<()> {
 
 /// Prints the runtime's counters, a line each, as `ccvm run` shows them.
 pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Result<()> {
+    print_faults(out, s)?;
+    print_pages(out, s)?;
+    print_levels(out, s)
+}
+
+/// The faults, by where they were served from, and their service times.
+fn print_faults(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Result<()> {
     writeln!(
         out,
         "faults                 {} zero-fill, {} from the cache, {} from the swap file, {} of trapped pages",
@@ -204,6 +213,11 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
         s.latency_trap.p50_us,
         s.latency_trap.p99_us
     )?;
+    Ok(())
+}
+
+/// The pages that moved, and how.
+fn print_pages(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Result<()> {
     writeln!(
         out,
         "pages                  {} compressed, {} decompressed, {} spilled compressed, {} swapped raw",
@@ -231,6 +245,11 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
             s.write_scans, s.pages_seen_written
         )?;
     }
+    Ok(())
+}
+
+/// The compression ratio, the swap file, the split and the store.
+fn print_levels(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Result<()> {
     writeln!(out, "compression ratio      {:.3}", s.compression_ratio())?;
     writeln!(
         out,
@@ -268,7 +287,14 @@ pub fn print_stats(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::
 }
 
 /// Traces a workload to `out` with a window of `window` uncompressed pages.
-pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str, out: PathBuf) -> anyhow::Result<()> {
+pub fn trace(
+    workload: Workload,
+    size: u64,
+    seed: u64,
+    window: u64,
+    codec: ccvm_codec::CodecId,
+    out: PathBuf,
+) -> anyhow::Result<()> {
     check_size(size)?;
     let activity = crate::progress::activity(format!("{}: the reference run in plain memory", workload.name));
     let (want, plain_time) = workload.run_plain(size, seed);
@@ -287,8 +313,8 @@ pub fn trace(workload: Workload, size: u64, seed: u64, window: u64, codec: &str,
     let config = RuntimeConfig {
         ram_bytes: ram,
         uncompressed_share: share,
-        policy: "fixed".into(),
-        codec: codec.into(),
+        policy: "fixed".parse()?,
+        codec,
         trace: Some(TraceConfig {
             path: out.clone(),
             workload: workload.name.into(),
@@ -403,8 +429,8 @@ pub fn demo(format: Format) -> anyhow::Result<()> {
                 config: RuntimeConfig {
                     ram_bytes: ram,
                     uncompressed_share: share,
-                    policy: policy.into(),
-                    codec: codec.into(),
+                    policy: policy.parse()?,
+                    codec: codec.parse()?,
                     disk_latency: latency,
                     ..RuntimeConfig::default()
                 },
