@@ -55,8 +55,15 @@
 //!   on a kernel built without them, and libraries fall back to threads.
 //!   A `vmsplice`d page is not covered (see the `calls` module).
 
+mod buffers;
 mod calls;
 mod raw;
+mod signals;
+
+pub(crate) use buffers::touch;
+pub use buffers::{prepare, Prepared};
+use buffers::*;
+use signals::*;
 
 pub(crate) use calls::Access;
 
@@ -198,23 +205,6 @@ static PAGES_TOUCHED: AtomicU64 = AtomicU64::new(0);
 const NO_SITE: AtomicUsize = AtomicUsize::new(0);
 static STEP_SITES: [AtomicUsize; 16] = [NO_SITE; 16];
 
-/// A signal action as the kernel takes it on x86-64.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct KernelAction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
-}
-
-/// The program's own actions for SIGSYS and SIGTRAP (SIGBUS's are kept by
-/// the `signal` module), as `[handler, flags, mask]`.
-#[allow(clippy::declare_interior_mutable_const)]
-const NO_ACTION: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-static PROGRAM_SIGSYS: [AtomicU64; 3] = NO_ACTION;
-static PROGRAM_SIGTRAP: [AtomicU64; 3] = NO_ACTION;
-
 /// Reads the global locale's tables, so that they are resident when a new
 /// thread starts: the C library starts a thread with every signal
 /// blocked and reads them (`__ctype_init`) before it unblocks any, and a
@@ -337,38 +327,6 @@ pub fn install(start: usize, end: usize, pin_limit: usize) -> Result<(), String>
         .map_err(|e| format!("syscall user dispatch: {e} (it needs Linux 5.11 or later; use --fault-mode thread)"))
 }
 
-/// Sets signal `sig`'s action to `new` (if any) and returns the old one.
-fn action(sig: i32, new: Option<&KernelAction>) -> Result<KernelAction, std::io::Error> {
-    let mut old = KernelAction::default();
-    let new = new.map_or(0, |a| a as *const KernelAction as u64);
-    // SAFETY: valid action structures of the kernel's layout.
-    let r = unsafe {
-        raw::syscall(
-            libc::SYS_rt_sigaction,
-            [sig as u64, new, &mut old as *mut KernelAction as u64, 8, 0, 0],
-        )
-    };
-    if r < 0 {
-        return Err(std::io::Error::from_raw_os_error(-r as i32));
-    }
-    Ok(old)
-}
-
-fn store_action(to: &[AtomicU64; 3], a: &KernelAction) {
-    to[0].store(a.handler as u64, Relaxed);
-    to[1].store(a.flags, Relaxed);
-    to[2].store(a.mask, Relaxed);
-}
-
-fn load_action(from: &[AtomicU64; 3]) -> KernelAction {
-    KernelAction {
-        handler: from[0].load(Relaxed) as usize,
-        flags: from[1].load(Relaxed),
-        restorer: raw::restorer(),
-        mask: from[2].load(Relaxed),
-    }
-}
-
 /// Registers this thread's selector with the kernel and blocks its calls.
 fn register_thread() -> Result<(), std::io::Error> {
     let (start, len) = raw::exempt();
@@ -398,305 +356,6 @@ fn register_thread() -> Result<(), std::io::Error> {
 
 fn in_region(addr: usize) -> bool {
     (START.load(Relaxed)..END.load(Relaxed)).contains(&addr)
-}
-
-/// Reads `out.len()` bytes at `addr`: directly inside the region (a
-/// fault there is served), through the kernel elsewhere, so that a bad
-/// pointer is an error, not a crash.
-fn peek(addr: usize, out: &mut [u8]) -> bool {
-    if wholly_in_region(addr, out.len()) {
-        // SAFETY: inside the region, which is mapped read-write for its
-        // whole length (a missing page faults and is served).
-        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
-        return true;
-    }
-    through_kernel(addr, out.as_mut_ptr(), out.len(), false)
-}
-
-/// Writes `bytes` at `addr` as `peek` reads.
-fn poke(addr: usize, bytes: &[u8]) -> bool {
-    if wholly_in_region(addr, bytes.len()) {
-        // SAFETY: inside the region, mapped read-write.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
-        return true;
-    }
-    through_kernel(addr, bytes.as_ptr().cast_mut(), bytes.len(), true)
-}
-
-fn wholly_in_region(addr: usize, len: usize) -> bool {
-    in_region(addr) && addr.checked_add(len).is_some_and(|e| e <= END.load(Relaxed))
-}
-
-/// Copies `len` bytes between `local` and the program's `addr` through the
-/// kernel (`process_vm_writev` to write, `process_vm_readv` to read), which
-/// checks `addr`; whether all were copied.
-fn through_kernel(addr: usize, local: *mut u8, len: usize, write: bool) -> bool {
-    let local = libc::iovec {
-        iov_base: local.cast(),
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: the kernel checks the remote range; the local one is the
-    // caller's buffer of `len` bytes.
-    let n = unsafe {
-        if write {
-            libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0)
-        } else {
-            libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
-        }
-    };
-    n == len as isize
-}
-
-/// Touches every page of `[start, end)` (inside the region) as `access`:
-/// a read, or a write that stores what it read.
-pub(crate) fn touch(start: usize, end: usize, access: calls::Access) {
-    for page in (start & !(crate::PAGE_SIZE - 1)..end).step_by(crate::PAGE_SIZE) {
-        // A page the program made read-only is only read, and one it made
-        // unreadable (or mapped something else over) is left to the
-        // kernel, which fails the call or faults on it as it would unpaged.
-        let (readable, writable) = crate::protections::access(page);
-        if !readable {
-            continue;
-        }
-        // SAFETY: a page of the region, mapped readable; an atomic byte
-        // is valid for any bits, and a compare-exchange of a value with
-        // itself changes nothing a concurrent writer stored.
-        let byte = unsafe { &*(page as *const std::sync::atomic::AtomicU8) };
-        let v = byte.load(Relaxed);
-        if access == calls::Access::Write && writable {
-            let _ = byte.compare_exchange(v, v, Relaxed, Relaxed);
-        }
-    }
-}
-
-/// The region buffers of one call: pinned, and touched.
-struct Held {
-    pins: [Option<Pin>; 16],
-    ranges: [(usize, usize, calls::Access); 16],
-    count: usize,
-    pinned_bytes: usize,
-    any: bool,
-}
-
-impl Held {
-    fn new() -> Held {
-        Held {
-            pins: [const { None }; 16],
-            ranges: [(0, 0, calls::Access::Read); 16],
-            count: 0,
-            pinned_bytes: 0,
-            any: false,
-        }
-    }
-
-    /// Takes the part of `[addr, addr + len)` inside the region.
-    fn take(&mut self, addr: usize, len: usize, access: calls::Access) {
-        let (lo, hi) = (START.load(Relaxed), END.load(Relaxed));
-        let start = addr.max(lo);
-        let end = addr.saturating_add(len).min(hi);
-        if start >= end {
-            return;
-        }
-        self.any = true;
-        let (first, last) = (start & !(crate::PAGE_SIZE - 1), end.next_multiple_of(crate::PAGE_SIZE));
-        if self.count < self.pins.len() && self.pinned_bytes + (last - first) <= PIN_LIMIT.load(Relaxed) {
-            if let Some(pin) = pins::pin(first, last) {
-                self.pins[self.count] = Some(pin);
-                self.ranges[self.count] = (start, end, access);
-                self.count += 1;
-                self.pinned_bytes += last - first;
-            }
-        }
-        PAGES_TOUCHED.fetch_add(((last - first) / crate::PAGE_SIZE) as u64, Relaxed);
-        touch(start, end, access);
-    }
-
-    /// Touches the pinned ranges again, after every eviction decided
-    /// before their pins has been carried out.
-    fn settle(&self) {
-        crate::signal::settle();
-        for &(start, end, access) in &self.ranges[..self.count] {
-            touch(start, end, access);
-        }
-    }
-}
-
-/// A call about to be made by a wrapper of the C library's function (no
-/// SIGSYS round trip): its region buffers are resident and pinned, and
-/// this thread's calls are let through, until this is dropped.
-#[must_use = "the buffers are unpinned when this is dropped"]
-pub struct Prepared {
-    _held: Held,
-    _allow: Allow,
-}
-
-/// Prepares call `nr` with `args` (x86-64 numbering, arguments as the
-/// kernel takes them) to be made through the C library, as the SIGSYS
-/// handler would before making it: for wrappers of frequent calls, which
-/// then cost about a tenth of an intercepted call. Does nothing when the
-/// guard is not installed.
-pub fn prepare(nr: i64, args: [u64; 6]) -> Prepared {
-    let allow = Allow::new();
-    // Inside the guard's or the pager's own code (the pager's swap-file
-    // reads), calls are the runtime's, with no region buffers.
-    let held = if installed() && allow.previous == BLOCK {
-        CALLS.fetch_add(1, Relaxed);
-        buffers_in(nr, args)
-    } else {
-        Held::new()
-    };
-    Prepared {
-        _held: held,
-        _allow: allow,
-    }
-}
-
-/// The region buffers of call `nr`, pinned and touched.
-fn buffers_in(nr: i64, args: [u64; 6]) -> Held {
-    let mut held = Held::new();
-    if !calls::manages_memory(nr) {
-        calls::buffers(nr, &args, &peek, &mut |addr, len, access| held.take(addr, len, access));
-        // Any other argument that points into the region: its page.
-        for &a in &args {
-            if in_region(a as usize) {
-                held.take(a as usize, 1, calls::Access::Read);
-            }
-        }
-    }
-    if held.any {
-        held.settle();
-        CALLS_WITH_BUFFERS.fetch_add(1, Relaxed);
-    }
-    held
-}
-
-/// Makes call `nr` with `args` for the program, its region buffers
-/// resident and pinned until it returns.
-fn guarded_call(nr: i64, args: [u64; 6]) -> i64 {
-    let held = buffers_in(nr, args);
-    // Blocked while the call runs, so that a handler run inside it (a
-    // signal that interrupts a blocking read) is guarded too.
-    set_selector(BLOCK);
-    // SAFETY: the program's own call, with its own arguments.
-    let r = unsafe { raw::syscall(nr, args) };
-    set_selector(ALLOW);
-    drop(held);
-    r
-}
-
-/// `rt_sigaction`, with every handler returning through the guard's
-/// restorer, and the program's SIGSYS and SIGTRAP actions kept aside.
-fn sigaction(args: [u64; 6]) -> i64 {
-    let (sig, new, old, size) = (args[0] as i32, args[1] as usize, args[2] as usize, args[3]);
-    if size != 8 {
-        return -(libc::EINVAL as i64);
-    }
-    let read = |at: usize| {
-        let mut bytes = [0u8; std::mem::size_of::<KernelAction>()];
-        // SAFETY: any bytes are a valid KernelAction (plain integers).
-        peek(at, &mut bytes).then(|| unsafe { std::mem::transmute::<_, KernelAction>(bytes) })
-    };
-    let write = |at: usize, a: &KernelAction| {
-        // SAFETY: a plain structure of integers, viewed as bytes.
-        let bytes: [u8; std::mem::size_of::<KernelAction>()] = unsafe { std::mem::transmute(*a) };
-        poke(at, &bytes)
-    };
-    let kept = match sig {
-        libc::SIGSYS => Some(&PROGRAM_SIGSYS),
-        libc::SIGTRAP => Some(&PROGRAM_SIGTRAP),
-        _ => None,
-    };
-    let new = if new == 0 {
-        None
-    } else {
-        match read(new) {
-            Some(a) => Some(a),
-            None => return -(libc::EFAULT as i64),
-        }
-    };
-    if let Some(kept) = kept {
-        if old != 0 && !write(old, &load_action(kept)) {
-            return -(libc::EFAULT as i64);
-        }
-        if let Some(a) = new {
-            store_action(kept, &a);
-        }
-        return 0;
-    }
-    if sig == libc::SIGBUS {
-        // The SIGBUS handler serves the region's faults: the program's
-        // handler is kept to be passed the faults that are not ours.
-        let (handler, flags, mask) = crate::signal::program_action();
-        if old != 0
-            && !write(
-                old,
-                &KernelAction {
-                    handler,
-                    flags,
-                    restorer: raw::restorer(),
-                    mask,
-                },
-            )
-        {
-            return -(libc::EFAULT as i64);
-        }
-        if let Some(a) = new {
-            crate::signal::set_program_action(a.handler, a.flags, a.mask);
-        }
-        return 0;
-    }
-    let mut held = Held::new();
-    held.take(old, std::mem::size_of::<KernelAction>(), calls::Access::Write);
-    let mut changed = new;
-    if let Some(a) = &mut changed {
-        if a.handler > 1 {
-            a.flags |= SA_RESTORER;
-            a.restorer = raw::restorer();
-        }
-        a.mask &= !OURS;
-    }
-    let new_ptr = changed.as_ref().map_or(0, |a| a as *const KernelAction as u64);
-    // SAFETY: a valid action on our stack; `old` is the program's.
-    unsafe { raw::syscall(libc::SYS_rt_sigaction, [sig as u64, new_ptr, old as u64, 8, 0, 0]) }
-}
-
-/// `rt_sigprocmask`, applied to the mask the interrupted code gets back
-/// when the handler returns, with the guard's signals kept unblocked.
-fn sigprocmask(uc: &mut libc::ucontext_t, args: [u64; 6]) -> i64 {
-    let (how, set, old, size) = (args[0] as i32, args[1] as usize, args[2] as usize, args[3]);
-    if size != 8 {
-        return -(libc::EINVAL as i64);
-    }
-    // SAFETY: the kernel's mask is the first 64 bits of the C library's
-    // larger sigset_t.
-    let mask = unsafe { &mut *(&mut uc.uc_sigmask as *mut libc::sigset_t).cast::<u64>() };
-    let current = *mask;
-    let change = if set == 0 {
-        None
-    } else {
-        let mut bytes = [0u8; 8];
-        if !peek(set, &mut bytes) {
-            return -(libc::EFAULT as i64);
-        }
-        Some(u64::from_ne_bytes(bytes))
-    };
-    if let Some(s) = change {
-        let next = match how {
-            libc::SIG_BLOCK => current | s,
-            libc::SIG_UNBLOCK => current & !s,
-            libc::SIG_SETMASK => s,
-            _ => return -(libc::EINVAL as i64),
-        };
-        *mask = next & !OURS;
-    }
-    if old != 0 && !poke(old, &current.to_ne_bytes()) {
-        return -(libc::EFAULT as i64);
-    }
-    0
 }
 
 /// Re-runs the call in place with the trap flag set: `clone` and its kin
@@ -824,33 +483,5 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, context: 
     // again, which changes nothing.
     if register_thread().is_err() {
         set_selector(ALLOW);
-    }
-}
-
-/// Hands a signal that is not the guard's to the program's handler, or
-/// takes the default action.
-fn pass_on(program: &[AtomicU64; 3], sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-    let a = load_action(program);
-    match a.handler {
-        0 => {
-            let _allow = Allow::new();
-            // The default action: set it and raise the signal again.
-            let dfl = KernelAction::default();
-            let _ = action(sig, Some(&dfl));
-            // SAFETY: sends the signal to this thread.
-            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), sig) };
-        }
-        1 => {}
-        h if a.flags & libc::SA_SIGINFO as u64 != 0 => {
-            // SAFETY: the program installed this handler with SA_SIGINFO.
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                unsafe { std::mem::transmute(h) };
-            f(sig, info, context)
-        }
-        h => {
-            // SAFETY: a plain handler takes the signal number.
-            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
-            f(sig)
-        }
     }
 }
