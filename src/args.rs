@@ -178,11 +178,6 @@ pub fn disk_latency(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A codec's name, checked against the registry (see `ccvm codecs`).
-pub fn codec(s: &str) -> Result<String, String> {
-    ccvm_codec::by_name(s).map(|_| s.to_string())
-}
-
 /// A compression ratio: 1 or more (a page never grows in the cache).
 pub fn ratio(s: &str) -> Result<f64, String> {
     let x = number(s)?;

@@ -34,8 +34,8 @@ pub struct Options {
     /// Corpus folders, their files measured together; empty for the
     /// bundled corpus.
     pub corpus: Vec<PathBuf>,
-    /// Codec names; empty for every general-purpose codec.
-    pub codecs: Vec<String>,
+    /// The codecs; empty for every general-purpose codec.
+    pub codecs: Vec<ccvm_codec::CodecId>,
     /// Timed passes; the best is kept.
     pub passes: u32,
     /// Bytes compressed as one block: 4096 for pages, 64 for cache lines.
@@ -220,19 +220,11 @@ fn measure(
     })
 }
 
-fn selected(names: &[String]) -> anyhow::Result<Vec<&'static CodecInfo>> {
-    if names.is_empty() {
-        return Ok(CODECS.iter().filter(|c| c.general).collect());
+fn selected(codecs: &[ccvm_codec::CodecId]) -> Vec<&'static CodecInfo> {
+    if codecs.is_empty() {
+        return CODECS.iter().filter(|c| c.general).collect();
     }
-    names
-        .iter()
-        .map(|n| {
-            CODECS
-                .iter()
-                .find(|c| c.name == n)
-                .ok_or_else(|| anyhow::anyhow!(ccvm_codec::by_name(n).err().unwrap_or_default()))
-        })
-        .collect()
+    codecs.iter().map(|c| c.info()).collect()
 }
 
 /// Measures and returns one row per (file, codec) and per codec over all files.
@@ -244,7 +236,7 @@ pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
             opts.block
         );
     }
-    let codecs = selected(&opts.codecs)?;
+    let codecs = selected(&opts.codecs);
     let mut files = load_corpus(&opts.corpus)?;
     let memory_files = files.len();
     // Delta16 is made for sensor samples, not memory: give it its data too.
@@ -442,8 +434,8 @@ pub(crate) struct Args {
     #[arg(long)]
     corpus: Vec<PathBuf>,
     /// Codec to measure (repeatable). Default: every general-purpose codec.
-    #[arg(long = "codec", value_name = "NAME", value_parser = crate::args::codec)]
-    codecs: Vec<String>,
+    #[arg(long = "codec", value_name = "NAME")]
+    codecs: Vec<ccvm_codec::CodecId>,
     /// Timed passes per file and codec; the best is kept.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     passes: u32,

@@ -66,8 +66,8 @@ impl Pattern {
 }
 
 /// `ccvm pack`: packs `src` into `dst`.
-pub fn pack(src: &Path, dst: &Path, codec: &str) -> anyhow::Result<()> {
-    let mut c = ccvm_codec::by_name(codec).map_err(anyhow::Error::msg)?;
+pub fn pack(src: &Path, dst: &Path, codec: ccvm_codec::CodecId) -> anyhow::Result<()> {
+    let mut c = codec.make();
     let started = Instant::now();
     let s = pack_file(src, dst, c.as_mut())?;
     outln!(
@@ -220,7 +220,7 @@ pub struct BenchOptions {
     pub files: Vec<PathBuf>,
     /// Codecs of the packed variants, besides `copy` (uncompressed, the
     /// baseline loaded the same way).
-    pub codecs: Vec<String>,
+    pub codecs: Vec<ccvm_codec::CodecId>,
     /// Patterns to measure.
     pub patterns: Vec<Pattern>,
     /// How packed pages are read.
@@ -256,12 +256,12 @@ pub fn bench(o: &BenchOptions, format: Format) -> anyhow::Result<()> {
         if !emulated {
             variants.push(("mmap".into(), None));
         }
-        for codec in std::iter::once("copy").chain(o.codecs.iter().map(String::as_str)) {
+        let copy = ccvm_codec::CodecId::by_name("copy")?;
+        for codec in std::iter::once(copy).chain(o.codecs.iter().copied()) {
             let dst = o
                 .dir
                 .join(format!("ccvm-bench-{}-{name}.{codec}.ccz", std::process::id()));
-            let mut c = ccvm_codec::by_name(codec).map_err(anyhow::Error::msg)?;
-            let s = pack_file(file, &dst, c.as_mut())?;
+            let s = pack_file(file, &dst, codec.make().as_mut())?;
             variants.push((format!("ccz {codec} ({:.2}x)", s.ratio()), Some(dst)));
         }
         for &pattern in &o.patterns {

@@ -11,8 +11,8 @@ pub(crate) struct PackArgs {
     #[arg(short, long)]
     output: PathBuf,
     /// Codec of the pages (see `ccvm codecs`): exepack2 is OS/2's format.
-    #[arg(long, default_value = "exepack2", value_parser = crate::args::codec)]
-    codec: String,
+    #[arg(long, default_value = "exepack2")]
+    codec: ccvm_codec::CodecId,
 }
 
 #[derive(clap::Args)]
@@ -73,8 +73,8 @@ pub(crate) struct BenchArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Codecs of the packed variants (besides copy, the uncompressed file loaded the same way).
-    #[arg(long = "codec", default_values_t = ["exepack2".to_string(), "lz4".to_string()], value_parser = crate::args::codec)]
-    codecs: Vec<String>,
+    #[arg(long = "codec", default_values = ["exepack2", "lz4"])]
+    codecs: Vec<ccvm_codec::CodecId>,
     /// Access patterns to measure.
     #[arg(long = "pattern", value_enum, default_values_t = [super::Pattern::All, super::Pattern::Sparse])]
     patterns: Vec<super::Pattern>,
@@ -92,7 +92,7 @@ pub(crate) struct BenchArgs {
 
 /// Runs `ccvm pack` with the arguments the command line gave.
 pub(crate) fn run_pack(a: PackArgs) -> anyhow::Result<()> {
-    super::pack(&a.file, &a.output, &a.codec)
+    super::pack(&a.file, &a.output, a.codec)
 }
 
 /// Runs `ccvm map` with the arguments the command line gave.

@@ -47,11 +47,11 @@ pub struct MemoryArgs {
     #[arg(long, default_value_t = 1.0 / 128.0)]
     chipset_share: f64,
     /// FMC's codec, on 256-byte blocks (002 assumes X-Match).
-    #[arg(long, default_value = "xmatch", value_parser = args::codec)]
-    fmc_codec: String,
+    #[arg(long, default_value = "xmatch")]
+    fmc_codec: ccvm_codec::CodecId,
     /// CDC's codec, on whole pages (timed on the trace's pages).
-    #[arg(long, default_value = "lz4", value_parser = args::codec)]
-    cdc_codec: String,
+    #[arg(long, default_value = "lz4")]
+    cdc_codec: ccvm_codec::CodecId,
 }
 
 #[derive(Args)]
@@ -69,8 +69,8 @@ pub struct ChipArgs {
     #[arg(long, default_value_t = 8)]
     ways: usize,
     /// Line codec (see `ccvm codecs`).
-    #[arg(long, default_value = "cpack", value_parser = args::codec)]
-    codec: String,
+    #[arg(long, default_value = "cpack")]
+    codec: ccvm_codec::CodecId,
     /// Lines cross the memory link compressed.
     #[arg(long)]
     link: bool,
@@ -119,8 +119,8 @@ pub struct CacheArgs {
     #[arg(long, value_delimiter = ',', default_values_t = ["seg8", "pair", "adaptive"].map(String::from))]
     org: Vec<String>,
     /// Line codecs (comma-separated; see `ccvm codecs`).
-    #[arg(long, value_delimiter = ',', default_values_t = ["cpack".to_string()], value_parser = args::codec)]
-    codec: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_values = ["cpack"])]
+    codec: Vec<ccvm_codec::CodecId>,
     /// Also run every organization, plain included, with lines compressed on the memory link.
     #[arg(long)]
     link: bool,
@@ -153,11 +153,11 @@ pub struct SweepArgs {
     #[arg(long)]
     out: PathBuf,
     /// Codec of the cache (repeatable).
-    #[arg(long = "codec", value_name = "NAME", default_values_t = ["wkdm".to_string(), "lz4".to_string()], value_parser = args::codec)]
-    codecs: Vec<String>,
+    #[arg(long = "codec", value_name = "NAME", default_values = ["wkdm", "lz4"])]
+    codecs: Vec<ccvm_codec::CodecId>,
     /// Policy to simulate besides LRU (repeatable; see `ccvm run --help`).
-    #[arg(long = "policy", value_name = "NAME", value_parser = ccvm_policy::parse_name, default_values_t = ["adaptive", "fixed10", "fixed23", "fixed37", "fixed50", "zswap", "douglis"].map(String::from))]
-    policies: Vec<String>,
+    #[arg(long = "policy", value_name = "NAME", default_values = ["adaptive", "fixed10", "fixed23", "fixed37", "fixed50", "zswap", "douglis"])]
+    policies: Vec<ccvm_policy::PolicySpec>,
     /// Memory sizes per trace, log-spaced (plus the interesting region's ends), 1 to 10000.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     sizes: u64,

@@ -79,7 +79,7 @@ pub struct CacheSweep {
     /// Organizations.
     pub orgs: Vec<String>,
     /// Line codecs.
-    pub codecs: Vec<String>,
+    pub codecs: Vec<ccvm_codec::CodecId>,
     /// Also run each organization with link compression.
     pub link: bool,
     /// Latencies and the link's rate.
@@ -137,8 +137,8 @@ pub fn sweep(a: &CacheSweep) -> anyhow::Result<()> {
             trace.images().len(),
             loading.elapsed().as_secs_f64()
         );
-        for codec_name in &a.codecs {
-            let rows = sweep_codec(a, &orgs, &trace, &name, codec_name)?;
+        for &codec in &a.codecs {
+            let rows = sweep_codec(a, &orgs, &trace, &name, codec);
             print_rows(&mut out, &rows, a.json)?;
             all.extend(rows);
         }
@@ -162,13 +162,10 @@ fn check_sweep(a: &CacheSweep) -> anyhow::Result<Vec<(String, Org)>> {
         check_shape(s, a.ways).with_context(|| format!("L2 of {s} bytes and {} ways", a.ways))?;
     }
     check_shape(a.l1.0, a.l1.1).context("L1")?;
-    for c in &a.codecs {
-        ccvm_codec::by_name(c).map_err(anyhow::Error::msg)?;
-    }
     Ok(orgs)
 }
 
-/// Every configuration of `trace` (named `name`) with codec `codec_name`:
+/// Every configuration of `trace` (named `name`) with codec `codec_id`:
 /// each L2 size, the plain L2 first and then each organization, with and
 /// without link compression, simulated in parallel.
 fn sweep_codec(
@@ -176,10 +173,10 @@ fn sweep_codec(
     orgs: &[(String, Org)],
     trace: &LineTrace,
     name: &str,
-    codec_name: &str,
-) -> anyhow::Result<Vec<Row>> {
-    let mut codec = ccvm_codec::by_name(codec_name).map_err(anyhow::Error::msg)?;
-    let sizes = trace.sizes(codec.as_mut());
+    codec_id: ccvm_codec::CodecId,
+) -> Vec<Row> {
+    let codec_name = codec_id.name();
+    let sizes = trace.sizes(codec_id.make().as_mut());
     let mut jobs = Vec::new();
     for &l2 in &a.l2_sizes {
         let plain = ("plain".to_string(), Org::Fixed(Organization::Plain));
@@ -230,8 +227,7 @@ fn sweep_codec(
         simulating.elapsed().as_secs_f64(),
         (trace.references() * jobs.len() as u64) as f64 / cpu / 1e6
     );
-    Ok(jobs
-        .into_iter()
+    jobs.into_iter()
         .zip(runs)
         .map(|((l2, org, _, link), run)| Row {
             trace: name.to_string(),
@@ -241,7 +237,7 @@ fn sweep_codec(
             link,
             run,
         })
-        .collect())
+        .collect()
 }
 
 /// Prints `rows` (one trace and codec) as table lines or JSON lines, each

@@ -23,7 +23,7 @@ pub struct ChipSweep {
     /// L2 ways.
     pub ways: usize,
     /// Line codec.
-    pub codec: String,
+    pub codec: ccvm_codec::CodecId,
     /// Lines cross the memory link compressed.
     pub link: bool,
 }
@@ -39,7 +39,7 @@ pub fn chip(a: &ChipSweep) -> anyhow::Result<()> {
     for &s in &a.l2_sizes {
         check_shape(s, a.ways).with_context(|| format!("L2 of {s} bytes and {} ways", a.ways))?;
     }
-    let mut codec = ccvm_codec::by_name(&a.codec).map_err(anyhow::Error::msg)?;
+    let mut codec = a.codec.make();
     let traces = a
         .traces
         .iter()

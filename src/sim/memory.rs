@@ -22,9 +22,9 @@ pub struct MemorySweep {
     /// Chipset cache as a share of physical memory.
     pub chipset_share: f64,
     /// FMC's block codec and CDC's page codec.
-    pub fmc_codec: String,
+    pub fmc_codec: ccvm_codec::CodecId,
     /// CDC's page codec.
-    pub cdc_codec: String,
+    pub cdc_codec: ccvm_codec::CodecId,
 }
 
 /// The median nanoseconds to compress and to decompress one of `pages`
@@ -59,10 +59,7 @@ fn page_costs(codec: &mut dyn ccvm_codec::Codec, pages: &[Vec<u8>]) -> anyhow::R
 /// each trace and memory size; prints disk reads, CDC hits, the pages the
 /// memory held and the performance against Base (paper 002's tables).
 pub fn memory(a: &MemorySweep) -> anyhow::Result<()> {
-    let mut codecs = (
-        ccvm_codec::by_name(&a.fmc_codec).map_err(anyhow::Error::msg)?,
-        ccvm_codec::by_name(&a.cdc_codec).map_err(anyhow::Error::msg)?,
-    );
+    let mut codecs = (a.fmc_codec.make(), a.cdc_codec.make());
     check_shape(a.l2, 8).context("L2")?;
     outln!(
         "{:<10} {:>7} {:<16} {:>8} {:>9} {:>8} {:>10} {:>7} {:>9}",

@@ -37,7 +37,7 @@ pub fn sweep(traces: &[PathBuf], out: &Path, plan: &SweepPlan) -> anyhow::Result
         .with_style(ProgressStyle::with_template("{bar:40} {pos}/{len} simulations, {eta} left").expect("template"));
     let rows = plan.run(&points, &|| bar.inc(1));
     bar.finish_and_clear();
-    let mut rows = rows?;
+    let mut rows = rows;
     rows.extend(plan.lru_rows(&loaded));
     for l in &loaded {
         match l.region {

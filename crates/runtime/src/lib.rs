@@ -49,15 +49,19 @@
 //!   binaries' allocator, [`accounting`]), the state of every page seen,
 //!   spare frames and the helper process with its ring; it is measured
 //!   every 512 faults, charged, and the policy is resized to what is left
-//!   ([`ccvm_policy::Policy::set_ram`]). Left out, it made a paged run hold
-//!   6–9% more than `--ram` (graph 128M at `--ram 110M`: 118 MiB by its
-//!   cgroup; 115 MiB with it charged, of which about 2 MiB is the binary's
-//!   own memory outside any region). The policy manages the RAM less two
-//!   chunks ([`RuntimeConfig::store_reserve`]) and charges each compressed
-//!   page an eighth more than its bytes for the store's slack ([`CHARGE`]),
-//!   so that an empty cache costs nothing; the runtime evicts further if
-//!   slack ever pushes the sum over. While a fault is served one page more
-//!   may be resident, until its evictions run.
+//!   ([`ccvm_policy::Policy::set_ram`]). How the RAM divides (the policy's
+//!   budget, the store's reserve of two chunks and its ceiling) is
+//!   [`ccvm_policy::RamSplit`], made by [`RuntimeConfig::ram_split`]; each
+//!   compressed page is charged an eighth more than its bytes for the
+//!   store's slack ([`CHARGE`]), so that an empty cache costs nothing; the
+//!   runtime evicts further if slack ever pushes the sum over. While a
+//!   fault is served one page more may be resident, until its evictions
+//!   run. (`docs/results.md` has what leaving ccvm's own memory out cost.)
+//! * Settings are values, not names: [`RuntimeConfig`] holds a
+//!   [`ccvm_codec::CodecId`], a [`ccvm_policy::PolicySpec`] and a
+//!   [`FaultMode`], parsed once where they enter (the command line, the C
+//!   interface, the JSON of [`ExecSettings`]), checked by one
+//!   [`RuntimeConfig::validate`], each with one default.
 //! * One budget for a process tree (`tree` module): the children a paged
 //!   process forks are paged too, and all of them share `--ram`, each
 //!   holding what the others leave and at least an equal share.

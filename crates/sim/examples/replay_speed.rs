@@ -16,7 +16,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let path = std::env::args().nth(1).expect("usage: replay_speed TRACE");
     let trace = Trace::load(path.as_ref()).unwrap();
-    let costs = CodecCosts::measure(path.as_ref(), "wkdm", 1).unwrap();
+    let costs = CodecCosts::measure(path.as_ref(), "wkdm".parse().unwrap(), 1).unwrap();
     let n = trace.refs.len() as f64;
     let footprint = trace.pages();
     let rate = |f: &mut dyn FnMut()| {

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ccvm_codec::PAGE_SIZE;
+use ccvm_codec::{CodecId, PAGE_SIZE};
 use ccvm_trace::{Event, TraceReader};
 
 use crate::SimError;
@@ -43,7 +43,7 @@ impl CodecCosts {
     /// # Errors
     ///
     /// An unknown codec, a damaged trace, or a round trip that fails.
-    pub fn measure(path: &Path, codec: &str, runs: usize) -> Result<CodecCosts, SimError> {
+    pub fn measure(path: &Path, codec: CodecId, runs: usize) -> Result<CodecCosts, SimError> {
         Self::measure_with_progress(path, codec, runs, &mut || {})
     }
 
@@ -55,14 +55,14 @@ impl CodecCosts {
     /// As [`CodecCosts::measure`].
     pub fn measure_with_progress(
         path: &Path,
-        codec: &str,
+        codec: CodecId,
         runs: usize,
         on_image: &mut dyn FnMut(),
     ) -> Result<CodecCosts, SimError> {
-        let mut c = ccvm_codec::by_name(codec).map_err(SimError::Config)?;
+        let mut c = codec.make();
         let mut r = TraceReader::open(path)?;
         let mut costs = CodecCosts {
-            codec: codec.into(),
+            codec: codec.name().into(),
             size: Vec::new(),
             compress_ns: Vec::new(),
             decompress_ns: Vec::new(),
@@ -151,7 +151,7 @@ impl CodecCosts {
     pub fn cached(
         path: &Path,
         images: u32,
-        codec: &str,
+        codec: CodecId,
         runs: usize,
         cache_dir: &Path,
     ) -> Result<CodecCosts, SimError> {
@@ -167,16 +167,17 @@ impl CodecCosts {
     pub fn cached_with_progress(
         path: &Path,
         images: u32,
-        codec: &str,
+        codec: CodecId,
         runs: usize,
         cache_dir: &Path,
         on_image: &mut dyn FnMut(),
     ) -> Result<CodecCosts, SimError> {
         let io = |e: ccvm_output::OutputError| SimError::Config(format!("cost cache: {e}"));
         let (len, mtime) = trace_id(path).map_err(|e| SimError::Config(format!("{}: {e}", path.display())))?;
-        let file = cache_dir.join(cache_name(path, codec));
+        let file = cache_dir.join(cache_name(path, codec.name()));
         if let Ok(bytes) = std::fs::read(&file) {
-            if let Some(c) = Self::decode(&bytes, codec, len, mtime).filter(|c| c.size.len() == images as usize) {
+            if let Some(c) = Self::decode(&bytes, codec.name(), len, mtime).filter(|c| c.size.len() == images as usize)
+            {
                 return Ok(c);
             }
         }
@@ -319,7 +320,7 @@ mod tests {
         let path = dir.join("t.trace");
         trace(&path, 3);
         let cache = dir.join("costs");
-        let full = CodecCosts::cached(&path, 3, "lz4", 1, &cache).unwrap();
+        let full = CodecCosts::cached(&path, 3, "lz4".parse().unwrap(), 1, &cache).unwrap();
         assert_eq!(full.size.len(), 3);
         // The same identity, one entry: as a crafted or stale file would be.
         let (len, mtime) = trace_id(&path).unwrap();
@@ -329,7 +330,7 @@ mod tests {
         }
         let file = cache.join(cache_name(&path, "lz4"));
         std::fs::write(&file, one.encode(len, mtime)).unwrap();
-        let again = CodecCosts::cached(&path, 3, "lz4", 1, &cache).unwrap();
+        let again = CodecCosts::cached(&path, 3, "lz4".parse().unwrap(), 1, &cache).unwrap();
         assert_eq!(again.size, full.size);
         // A count no file could hold is refused without allocating it.
         let mut crafted = one.encode(len, mtime);

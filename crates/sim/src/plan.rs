@@ -43,9 +43,9 @@ pub struct PlainCosts {
 #[derive(Debug, Clone)]
 pub struct SweepPlan {
     /// Codecs of the cache.
-    pub codecs: Vec<String>,
+    pub codecs: Vec<ccvm_codec::CodecId>,
     /// Policies besides plain LRU.
-    pub policies: Vec<String>,
+    pub policies: Vec<ccvm_policy::PolicySpec>,
     /// Log-spaced memory sizes per trace.
     pub sizes: usize,
     /// Exact memory sizes, pages, instead of log-spaced ones.
@@ -93,12 +93,12 @@ pub struct Loaded {
 }
 
 /// What loading a trace reports as it goes, for a progress display.
-pub enum Progress<'a> {
+pub enum Progress {
     /// Timing `images` page images with `codec` begins (or reading them
     /// back from the cost cache).
     Timing {
         /// The codec.
-        codec: &'a str,
+        codec: ccvm_codec::CodecId,
         /// How many images.
         images: u32,
     },
@@ -256,7 +256,7 @@ impl SweepPlan {
         trace: Trace,
         name: String,
         cost_cache: &Path,
-        progress: &mut dyn FnMut(Progress<'_>),
+        progress: &mut dyn FnMut(Progress),
     ) -> Result<Loaded, SimError> {
         let plain = is_plain(path);
         let lru = lru_disk_faults(&trace);
@@ -299,7 +299,7 @@ impl SweepPlan {
                 p.decompress_ns,
             ));
         } else {
-            for codec in &self.codecs {
+            for &codec in &self.codecs {
                 progress(Progress::Timing {
                     codec,
                     images: trace.image_count,
@@ -344,7 +344,8 @@ impl SweepPlan {
                     .sum::<f64>()
                     / n;
                 for policy in &self.policies {
-                    let disks: &[f64] = if (policy == "adaptive" || policy == "adaptive-safe") && ci == 0 {
+                    let adaptive = matches!(policy.name(), "adaptive" | "adaptive-safe");
+                    let disks: &[f64] = if adaptive && ci == 0 {
                         &disk_costs
                     } else {
                         &[PAPER_DISK_MS]
@@ -372,10 +373,7 @@ impl SweepPlan {
 
     /// Runs `points` on every core, calling `done` after each.
     ///
-    /// # Errors
-    ///
-    /// An unknown policy.
-    pub fn run(&self, points: &[Point<'_>], done: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, SimError> {
+    pub fn run(&self, points: &[Point<'_>], done: &(dyn Fn() + Sync)) -> Vec<SweepRow> {
         points
             .par_iter()
             .map(|p| {
@@ -388,7 +386,7 @@ impl SweepPlan {
                 };
                 let r = run_point(&p.spec, &config);
                 done();
-                r.map_err(SimError::Config)
+                r
             })
             .collect()
     }

@@ -3,7 +3,7 @@
 //! region of memory sizes.
 
 use ccvm_codec::PAGE_SIZE;
-use ccvm_policy::{Budget, Costs, Params};
+use ccvm_policy::{Budget, Costs, Params, PolicySpec};
 use serde::{Deserialize, Serialize};
 
 use crate::{lru_faults, simulate, CodecCosts, SimConfig, Trace};
@@ -125,8 +125,8 @@ pub struct PointSpec<'a> {
     pub lru: &'a [u64],
     /// The program's own run time on the simulated CPU, ns.
     pub run_time_ns: f64,
-    /// The policy's name.
-    pub policy: &'a str,
+    /// The policy.
+    pub policy: &'a PolicySpec,
     /// Memory, pages.
     pub pages: usize,
     /// What the adaptive policies take a cache hit to cost, ns.
@@ -134,11 +134,7 @@ pub struct PointSpec<'a> {
 }
 
 /// Simulates one configuration under `config` and compares it with LRU.
-///
-/// # Errors
-///
-/// An unknown policy name.
-pub fn run_point(spec: &PointSpec<'_>, config: &SimConfig) -> Result<SweepRow, String> {
+pub fn run_point(spec: &PointSpec<'_>, config: &SimConfig) -> SweepRow {
     let PointSpec {
         name,
         trace,
@@ -162,13 +158,13 @@ pub fn run_point(spec: &PointSpec<'_>, config: &SimConfig) -> Result<SweepRow, S
         },
     };
     let region = interesting_region(lru, config.disk_read_ns, run_time_ns);
-    let mut p = ccvm_policy::by_name(policy, budget, params).map_err(|e| e.to_string())?;
+    let mut p = policy.make(budget, params);
     let r = simulate(trace, costs, p.as_mut(), config);
     let lru_s = lru_paging_ns(lru, pages, config.disk_read_ns, config.disk_write_ns) / 1e9;
     let paging_s = r.paging_ns / 1e9;
-    Ok(SweepRow {
+    SweepRow {
         trace: name.into(),
-        policy: policy.into(),
+        policy: policy.to_string(),
         codec: costs.codec.clone(),
         disk_ms: config.disk_read_ns / 1e6,
         cpu_factor: config.cpu_factor,
@@ -182,7 +178,7 @@ pub fn run_point(spec: &PointSpec<'_>, config: &SimConfig) -> Result<SweepRow, S
         paging_s,
         lru_paging_s: lru_s,
         normalized: (lru_s > 0.0).then(|| paging_s / lru_s),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ fn live_and_simulated_fault_counts_agree(workload: &str, policy: &str, trap_shar
 
         let trace = Trace::load(&path).unwrap();
         let mut timed = 0u32;
-        let codec = CodecCosts::measure_with_progress(&path, "wkdm", 1, &mut || timed += 1).unwrap();
+        let codec = CodecCosts::measure_with_progress(&path, "wkdm".parse().unwrap(), 1, &mut || timed += 1).unwrap();
         assert_eq!(timed, trace.image_count, "one progress step per image");
         assert_eq!(codec.size.len(), trace.image_count as usize);
         let params = Params {

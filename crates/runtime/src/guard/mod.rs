@@ -61,8 +61,8 @@ mod raw;
 mod signals;
 
 pub(crate) use buffers::touch;
-pub use buffers::{prepare, Prepared};
 use buffers::*;
+pub use buffers::{prepare, Prepared};
 use signals::*;
 
 pub(crate) use calls::Access;

@@ -172,7 +172,12 @@ pub(super) fn sigprocmask(uc: &mut libc::ucontext_t, args: [u64; 6]) -> i64 {
 
 /// Hands a signal that is not the guard's to the program's handler, or
 /// takes the default action.
-pub(super) fn pass_on(program: &[AtomicU64; 3], sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+pub(super) fn pass_on(
+    program: &[AtomicU64; 3],
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
     let a = load_action(program);
     match a.handler {
         0 => {

@@ -37,12 +37,7 @@ fn in_use(swap: &SwapFile) -> u64 {
 }
 
 /// Reads `page` back and checks it against the model's entry.
-fn read_checked(
-    swap: &mut SwapFile,
-    page: u64,
-    (stored, bytes, slot): &(Stored, Vec<u8>, SwapSlot),
-    out: &mut [u8],
-) {
+fn read_checked(swap: &mut SwapFile, page: u64, (stored, bytes, slot): &(Stored, Vec<u8>, SwapSlot), out: &mut [u8]) {
     assert_eq!(swap.read(page, *slot, out).unwrap(), *stored);
     if !matches!(stored, Stored::Same(_)) {
         assert!(out[..bytes.len()] == bytes[..], "page {page} changed");
