@@ -40,7 +40,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use crate::args::Format;
-use crate::bench_kernel::setup::{self, Cgroup, Zram};
+use ccvm_kernelswap::{self as setup, Cgroup, Zram};
 use ccvm_runtime::{Region, RuntimeConfig};
 
 mod floor;

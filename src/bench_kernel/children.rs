@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
 
-use super::setup::Cgroup;
 use super::{Case, Job, PlainRun};
+use ccvm_kernelswap::Cgroup;
 
 /// A hash of a program's output, its checksum here.
 fn output_hash(bytes: &[u8]) -> u64 {

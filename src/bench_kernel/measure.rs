@@ -5,8 +5,8 @@
 
 use anyhow::bail;
 
-use super::setup::{Cgroup, Zram, Zswap};
 use super::{ccvm_run, median, mib, plain_in, Case, KernelRow, Plan, KERNEL_ATTEMPTS};
+use ccvm_kernelswap::{Cgroup, Zram, Zswap};
 
 /// The completed runs of one row.
 pub(super) struct Measured {

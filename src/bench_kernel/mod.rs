@@ -13,7 +13,6 @@
 mod children;
 mod compare;
 mod measure;
-pub(crate) mod setup;
 
 pub(crate) use children::run_child;
 use children::{ccvm_run, plain_in};
@@ -26,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::args::Format;
 use crate::report::{self, Row};
 
-pub use setup::{check_machine, zram_available};
+pub use ccvm_kernelswap::{check_machine, zram_available};
 
 /// What a case runs.
 #[derive(Debug, Clone)]

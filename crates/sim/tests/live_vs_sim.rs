@@ -40,6 +40,49 @@ fn the_runtime_and_the_simulator_charge_a_page_alike() {
     assert!(SimConfig::default().charge().of(1000) < ccvm_runtime::CHARGE.of(1000));
 }
 
+/// How the RAM divides is one rule: the simulator's budget is the one the
+/// live policy is made with, and the live store's ceiling is the split's.
+#[test]
+fn the_runtime_and_the_simulator_divide_the_ram_alike() {
+    for (ram, policy) in [(1u64 << 20, "fixed"), (5 << 20, "adaptive-safe"), (64 << 20, "fixed23")] {
+        let config = RuntimeConfig {
+            ram_bytes: ram,
+            policy: policy.parse().unwrap(),
+            background_compression: false,
+            ..RuntimeConfig::default()
+        };
+        let split = config.ram_split();
+        assert_eq!(split.ram_bytes, ram);
+        let budget = config.policy_budget();
+        assert_eq!(budget, split.policy_budget(ccvm_runtime::PAGE_SIZE as u64));
+        assert_eq!(budget.ram_bytes, split.policy_ram(ram));
+        assert!(budget.ram_bytes < ram, "the store's reserve is held back");
+        let params = Params {
+            uncompressed_share: config.uncompressed_share,
+            costs: Costs {
+                disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
+                codec_ns: config.cache_cost.as_nanos() as f64,
+                compress_share: 0.5,
+            },
+        };
+        let simulated = config.policy.make(budget, params);
+        let region = Region::new(8 << 20, config).unwrap();
+        let live = region.stats();
+        assert_eq!(
+            live.uncompressed_pages,
+            simulated.uncompressed_limit(),
+            "{policy} in {ram}"
+        );
+        assert_eq!(live.cache_budget, simulated.cache_limit(), "{policy} in {ram}");
+        assert_eq!(
+            live.store.mem_limit,
+            split.store_limit(simulated.cache_limit()),
+            "{policy} in {ram}"
+        );
+        region.finish().unwrap();
+    }
+}
+
 // One test per case, so that the harness runs them side by side.
 #[test]
 fn graph_fixed_live_equals_simulated() {

@@ -1,10 +1,25 @@
 //! The kernel's own compressed swap, set up for one run and torn down
-//! after it: a memory cgroup that limits the workload, and zram or zswap
-//! behind it.
+//! after it: a memory cgroup that limits a program ([`Cgroup`]), and zram
+//! ([`Zram`]) or zswap ([`Zswap`]) behind it. `ccvm bench kernel` and
+//! `ccvm bench faults` compare ccvm against what these set up.
 //!
-//! Every piece is a guard whose `Drop` undoes it, so an error or a panic
-//! half-way leaves the machine as it was. Nothing is set up over a swap
-//! setup that was there before: [`check_machine`] refuses first.
+//! The primary abstraction is the setup guard: each piece is a value
+//! whose `Drop` undoes it. The key decision is that nothing is ever set up
+//! over what was there: [`check_machine`] refuses a machine with swap in
+//! use, so an error or a panic half-way leaves the machine as it was, and
+//! a comparison never measures a baseline someone else configured.
+//!
+//! ```no_run
+//! use ccvm_kernelswap::{check_machine, Cgroup, Zram};
+//! check_machine()?; // root, a memory cgroup, no swap in use
+//! let _zram = Zram::new("lz4", 256 << 20)?;
+//! let group = Cgroup::new(Some(128 << 20))?; // the program's limit
+//! // ... run the program in `group`, then read what it and zram held:
+//! let (_, pool_max) = Zram::memory();
+//! println!("{} bytes at most", group.peak_bytes() + pool_max);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+#![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
