@@ -12,6 +12,7 @@ use ccvm_policy::{Action, Level};
 use ccvm_store::{StoreError, Stored};
 
 use super::{fatal, PageState, Pager, Target};
+use crate::swap::{SwapFile, SwapSlot};
 
 impl Pager {
     pub(super) fn run_actions(&mut self) {
@@ -114,16 +115,16 @@ impl Pager {
         }
     }
 
+    /// Writes page `page`, kept as `stored` in `bytes`, to the swap file.
     pub(super) fn write_swap(&mut self, page: usize, stored: Stored, bytes: &[u8]) {
-        let bytes = match stored {
-            Stored::Same(_) => &[],
-            Stored::Compressed(n) => &bytes[..n],
-            Stored::Raw => bytes,
-        };
-        match self.parts.swap.write(page as u64, stored, bytes) {
-            Ok(slot) => self.state[page] = PageState::Disk(self.disk.put(slot)),
-            Err(e) => fatal(e),
-        }
+        let slot = write_page(&mut self.parts.swap, page, stored, bytes);
+        self.on_disk(page, slot);
+    }
+
+    /// Page `page` is at `slot` in the swap file; the cleaner runs, and
+    /// the pages it moved take their new slots.
+    fn on_disk(&mut self, page: usize, slot: SwapSlot) {
+        self.state[page] = PageState::Disk(self.disk.put(slot));
         let mut moved = std::mem::take(&mut self.moved);
         if let Err(e) = self.parts.swap.clean(&mut moved) {
             fatal(e);
@@ -183,10 +184,8 @@ impl Pager {
                     Ok(s) => s,
                     Err(e) => fatal(format!("compression cache lost page {page}: {e}")),
                 };
-                // SAFETY: the payload buffer is not written until the next
-                // spill or disk read, after this write.
-                let payload = unsafe { std::slice::from_raw_parts(self.payload.as_ptr(), PAGE_SIZE) };
-                self.write_swap(page, stored, payload);
+                let slot = write_page(&mut self.parts.swap, page, stored, &self.payload);
+                self.on_disk(page, slot);
                 self.stats.pages_spilled += 1;
             }
         }
@@ -247,4 +246,16 @@ impl Pager {
             .policy
             .compressed(page as u64, crate::CHARGE.of(len), &mut self.actions);
     }
+}
+
+/// Writes page `page`, kept as `stored` in `bytes`, to `swap`: only the
+/// bytes its kind needs. Stops the process if the write fails (see the
+/// pager's module docs).
+fn write_page(swap: &mut SwapFile, page: usize, stored: Stored, bytes: &[u8]) -> SwapSlot {
+    let bytes = match stored {
+        Stored::Same(_) => &[],
+        Stored::Compressed(n) => &bytes[..n],
+        Stored::Raw => bytes,
+    };
+    swap.write(page as u64, stored, bytes).unwrap_or_else(|e| fatal(e))
 }

@@ -5,10 +5,12 @@
 //! [`Pager::map_zero_page`], which treat a page mapped meanwhile by
 //! another thread's fault as served.
 
-use ccvm_codec::PAGE_SIZE;
+use ccvm_codec::{Codec, PAGE_SIZE};
 use ccvm_store::Stored;
 
 use super::{fatal, PageState, Pager, Target};
+use crate::aligned::AlignedBuf;
+use crate::frames::Frames;
 use crate::swap::SwapSlot;
 
 impl Pager {
@@ -23,15 +25,7 @@ impl Pager {
 
     /// The 4096 bytes of `target`, to write the page into.
     pub(super) fn target_bytes(&mut self, target: Target) -> &mut [u8] {
-        match target {
-            Target::Buffer => &mut self.page,
-            Target::Frame(slot) => {
-                let addr = self.frames.as_ref().expect("a frame target has frames").slot(slot);
-                // SAFETY: a shadow slot holding a frame: a mapped page of
-                // ours that nothing else refers to.
-                unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, PAGE_SIZE) }
-            }
-        }
+        target_bytes(&mut self.page, self.frames.as_ref(), target)
     }
 
     /// Maps the page rebuilt in `target` at `page`.
@@ -118,10 +112,7 @@ impl Pager {
     /// and maps it.
     pub(super) fn map_from_cache(&mut self, page: usize) {
         let target = self.target(page);
-        let out = self.target_bytes(target);
-        // SAFETY: `out` is our buffer or a spare frame, not part of the
-        // store; detach it from `self` to lend the store.
-        let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
+        let out = target_bytes(&mut self.page, self.frames.as_ref(), target);
         if let Err(e) = self.parts.store.take(page as u64, out) {
             fatal(e);
         }
@@ -131,25 +122,48 @@ impl Pager {
 
     /// Rebuilds a page read from disk (in `self.payload`) into `target`.
     pub(super) fn decode(&mut self, page: usize, stored: Stored, target: Target) {
-        let out = self.target_bytes(target);
-        // SAFETY: as in `serve`: our buffer or frame, apart from the payload.
-        let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr(), PAGE_SIZE) };
-        self.decode_into(page, stored, out);
+        let out = target_bytes(&mut self.page, self.frames.as_ref(), target);
+        let decoded = decode(page, stored, &self.payload, self.parts.codec.as_mut(), out);
+        self.stats.pages_decompressed += u64::from(decoded);
     }
 
     /// Rebuilds a page read from disk (in `self.payload`) into `out`.
     pub(super) fn decode_into(&mut self, page: usize, stored: Stored, out: &mut [u8]) {
-        match stored {
-            Stored::Same(v) => out
-                .chunks_exact_mut(8)
-                .for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
-            Stored::Raw => out.copy_from_slice(&self.payload),
-            Stored::Compressed(n) => {
-                if let Err(e) = self.parts.codec.decompress(&self.payload[..n], out) {
-                    fatal(format!("page {page} read from the swap file does not decode: {e}"));
-                }
-                self.stats.pages_decompressed += 1;
-            }
+        let decoded = decode(page, stored, &self.payload, self.parts.codec.as_mut(), out);
+        self.stats.pages_decompressed += u64::from(decoded);
+    }
+}
+
+/// The 4096 bytes of `target`: the pager's `buffer`, or a frame in its
+/// shadow slot. Borrows only those, so that the store or the codec can be
+/// lent them while the rest of the pager is in use.
+fn target_bytes<'a>(buffer: &'a mut AlignedBuf, frames: Option<&Frames>, target: Target) -> &'a mut [u8] {
+    match target {
+        Target::Buffer => buffer,
+        Target::Frame(slot) => {
+            let addr = frames.expect("a frame target has frames").slot(slot);
+            // SAFETY: a shadow slot holding a frame: a mapped page of ours
+            // that nothing else refers to, for as long as the target is
+            // held (it is the pager's, behind the pager's lock).
+            unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, PAGE_SIZE) }
         }
     }
+}
+
+/// Rebuilds a page read from disk as `stored` (its bytes in `payload`)
+/// into `out`; returns whether it was decompressed.
+fn decode(page: usize, stored: Stored, payload: &[u8], codec: &mut dyn Codec, out: &mut [u8]) -> bool {
+    match stored {
+        Stored::Same(v) => out
+            .chunks_exact_mut(8)
+            .for_each(|w| w.copy_from_slice(&v.to_le_bytes())),
+        Stored::Raw => out.copy_from_slice(payload),
+        Stored::Compressed(n) => {
+            if let Err(e) = codec.decompress(&payload[..n], out) {
+                fatal(format!("page {page} read from the swap file does not decode: {e}"));
+            }
+            return true;
+        }
+    }
+    false
 }
