@@ -49,7 +49,7 @@ fn usable_memory() {
             page,
             working_pages: slots,
             virtual_bytes: 4 * ram,
-            codec: codec.into(),
+            codec: codec.parse().unwrap(),
         })
         .expect("a valid configuration");
         let held = capacity(&mut m, &source, 1024) * 2;
@@ -87,7 +87,7 @@ fn access_cost() {
                 page: 256,
                 working_pages: 16,
                 virtual_bytes: 2 * bytes,
-                codec: "delta16".into(),
+                codec: "delta16".parse().unwrap(),
             },
         ),
         (
@@ -97,7 +97,7 @@ fn access_cost() {
                 page: 256,
                 working_pages: slots_all,
                 virtual_bytes: 2 * bytes,
-                codec: "delta16".into(),
+                codec: "delta16".parse().unwrap(),
             },
         ),
     ];

@@ -42,14 +42,14 @@
 //!   coalesced (every compressed page moved down in address order) and the
 //!   allocation retried; if it still fails the access returns
 //!   [`MemmuError::OutOfMemory`] and nothing has changed.
-//! * The codec is any of ccvm's by name; Delta16 (the paper's, for 16-bit
+//! * The codec is any of ccvm's (a [`ccvm_codec::CodecId`]); Delta16 (the paper's, for 16-bit
 //!   samples) is the default.
 //!
 //! ```
 //! use ccvm_memmu::{Memmu, MemmuConfig};
 //!
 //! // 4 KiB of RAM offering 8 KiB of memory.
-//! let mut m = Memmu::new(MemmuConfig { ram: 4096, page: 256, working_pages: 4, virtual_bytes: 8192, codec: "delta16".into() }).unwrap();
+//! let mut m = Memmu::new(MemmuConfig { ram: 4096, page: 256, working_pages: 4, virtual_bytes: 8192, codec: "delta16".parse().unwrap() }).unwrap();
 //! let h = m.alloc::<u16>(3000).unwrap(); // 6000 bytes, more than the RAM
 //! for i in 0..3000 {
 //!     m.set(h, i, 500 + (i % 7) as u16).unwrap();

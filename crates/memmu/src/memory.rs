@@ -24,8 +24,8 @@ pub struct MemmuConfig {
     /// Memory offered to arrays, in bytes (rounded down to pages); more
     /// than `ram` is the point.
     pub virtual_bytes: usize,
-    /// Codec of compressed pages (see `ccvm_codec::names`).
-    pub codec: String,
+    /// Codec of compressed pages.
+    pub codec: ccvm_codec::CodecId,
 }
 
 /// Where a virtual page's bytes are.
@@ -122,7 +122,7 @@ impl Memmu {
     ///
     /// [`MemmuError::Config`] for a page size that is not a power of two
     /// from 16 to 65536, no working slots, no virtual page, RAM too small
-    /// for the working area and page table, or an unknown codec.
+    /// for the working area and page table.
     pub fn new(c: MemmuConfig) -> Result<Memmu, MemmuError> {
         let bad = |s: String| Err(MemmuError::Config(s));
         if !c.page.is_power_of_two() || !(16..=65536).contains(&c.page) {
@@ -142,7 +142,7 @@ impl Memmu {
                 c.ram
             ));
         }
-        let codec = ccvm_codec::by_name(&c.codec).map_err(MemmuError::Config)?;
+        let codec = c.codec.make();
         let region = c.ram - fixed;
         Ok(Memmu {
             page: c.page,

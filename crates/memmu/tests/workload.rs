@@ -12,7 +12,7 @@ fn memory(ram: usize) -> Memmu {
         page: 256,
         working_pages: 8,
         virtual_bytes: 4 * ram,
-        codec: "delta16".into(),
+        codec: "delta16".parse().unwrap(),
     })
     .unwrap()
 }
