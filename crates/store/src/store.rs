@@ -55,12 +55,11 @@ mod encode;
 
 use ccvm_policy::HUGE_THRESHOLD;
 pub use compact::COMPACTION_MOVES_PER_PUT;
-use compact::FRAGMENTED_ONE_IN;
 pub use encode::{encode, Stored};
 
-use crate::alloc::{self, Slot, SlotAllocator};
+use crate::alloc::{self, SlotAllocator};
 use crate::chunks::{Chunk, ChunkSource, MappedChunks};
-use crate::table::{Entry, Place, Table};
+use crate::table::{Place, Table};
 
 /// Headroom every put keeps beyond what it adds itself.
 const BOOKS_HEADROOM: usize = 64;

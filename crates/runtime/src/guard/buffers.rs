@@ -4,7 +4,11 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::*;
+use super::{
+    calls, in_region, installed, raw, set_selector, Allow, ALLOW, BLOCK, CALLS, CALLS_WITH_BUFFERS, END, PAGES_TOUCHED,
+    PIN_LIMIT, START,
+};
+use crate::pins::{self, Pin};
 
 /// Reads `out.len()` bytes at `addr`: directly inside the region (a
 /// fault there is served), through the kernel elsewhere, so that a bad

@@ -60,10 +60,10 @@ mod calls;
 mod raw;
 mod signals;
 
+use buffers::guarded_call;
 pub(crate) use buffers::touch;
-use buffers::*;
 pub use buffers::{prepare, Prepared};
-use signals::*;
+use signals::{action, pass_on, sigaction, sigprocmask, store_action, KernelAction, PROGRAM_SIGSYS, PROGRAM_SIGTRAP};
 
 pub(crate) use calls::Access;
 
@@ -73,8 +73,6 @@ pub(crate) use calls::Access;
 pub use raw::syscall as raw_syscall;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-
-use crate::pins::{self, Pin};
 
 const PR_SET_SYSCALL_USER_DISPATCH: u64 = 59;
 const PR_SYS_DISPATCH_ON: u64 = 1;

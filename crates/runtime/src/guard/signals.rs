@@ -6,7 +6,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::*;
+use super::buffers::{peek, poke, Held};
+use super::{calls, raw, Allow, OURS, SA_RESTORER};
 
 /// A signal action as the kernel takes it on x86-64.
 #[repr(C)]

@@ -3,7 +3,12 @@
 //! limit allows), the table entry and chunk member list of each page, what
 //! a put would cost in memory, and the statistics those books give.
 
-use super::*;
+use ccvm_codec::PAGE_SIZE;
+
+use super::compact::FRAGMENTED_ONE_IN;
+use super::{Inner, Stats, StoreError, BOOKS_HEADROOM, FREE_RESERVE};
+use crate::alloc::Slot;
+use crate::table::{Entry, Place};
 
 impl Inner {
     pub(super) fn bytes(&self, slot: Slot) -> &[u8] {
