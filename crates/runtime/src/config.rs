@@ -96,9 +96,9 @@ pub struct RuntimeConfig {
     pub move_frames: bool,
     /// Compress evicted pages in a helper process while the program runs,
     /// instead of in the faulting thread (see the `compressor` module). On
-    /// by default: a quarter off hashindex's run, a sixth off graph's. Not
-    /// used under [`RuntimeConfig::HELPER_MIN_RAM`] where ccvm's own memory
-    /// is charged.
+    /// by default, since compression then leaves the fault path. Not used
+    /// under [`RuntimeConfig::HELPER_MIN_RAM`] where ccvm's own memory is
+    /// charged.
     pub background_compression: bool,
     /// Share (0 to 1) of the uncompressed pages kept trapped: unmapped but
     /// uncompressed, so that touches of the pages next in line to leave
@@ -137,8 +137,8 @@ impl Default for RuntimeConfig {
             swap_dir: None,
             disk_latency: Duration::ZERO,
             trace: None,
-            // Measured here (`ccvm run`, wall time over faults): about 100 µs
-            // per disk fault and 25 µs per cache fault, end to end.
+            // What a disk and a cache fault cost end to end on this
+            // project's machine, until measured (docs/results.md).
             disk_cost: Duration::from_micros(100),
             cache_cost: Duration::from_micros(25),
             fault_mode: FaultMode::default(),
@@ -147,8 +147,7 @@ impl Default for RuntimeConfig {
             trap_share: 0.0,
             readahead: crate::readahead::DEFAULT_WINDOW,
             zero_reads: true,
-            // Off: it cut graph's paging by a fifth and the CPython cache's
-            // faults by an eighth, but slowed hashindex (docs/results.md).
+            // Off: it helps some programs and slows others (docs/results.md).
             write_scan: false,
         }
     }
@@ -160,10 +159,8 @@ impl RuntimeConfig {
     /// chunks). The store's slack beyond that grows with what it holds, and
     /// is charged per compressed page ([`CHARGE`](crate::CHARGE)), so a
     /// program whose pages all fit uncompressed has the whole RAM for them,
-    /// as under the kernel's own paging. A reserve of 1/32 of the RAM, held
-    /// whether the cache was used or not, made hashindex (35,597 pages
-    /// touched) fault 880,000 times at `--ram 140M`, where the kernel's
-    /// cgroup held it without swapping.
+    /// as under the kernel's own paging; a reserve that grew with the RAM
+    /// was paid by programs that never used the cache (docs/results.md).
     pub fn store_reserve(&self) -> u64 {
         2 * Self::STORE_CHUNK as u64
     }
@@ -172,9 +169,7 @@ impl RuntimeConfig {
     /// the helper process ([`RuntimeConfig::background_compression`]) in a
     /// process that charges ccvm's own memory to the budget (see
     /// `accounting`): the helper and its ring hold about 1.2 MiB, which
-    /// under 32 MiB is more than the speed is worth (matmul 8M at `--ram
-    /// 2M` paid 2.4 MiB of its 2 MiB for ccvm's own memory, and faulted 4
-    /// million times).
+    /// under 32 MiB is more than the speed is worth (docs/results.md).
     pub const HELPER_MIN_RAM: u64 = 32 << 20;
 
     /// The smallest RAM budget a region takes: the store's reserve, and
