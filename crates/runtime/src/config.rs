@@ -65,7 +65,7 @@ impl std::str::FromStr for FaultMode {
 /// interface and settings read back from JSON each parse names once, at
 /// their edge. Serialized (without the trace, which is per process) as
 /// `ccvm exec` hands its settings to the paged program.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeConfig {
     /// RAM for uncompressed pages and the compression cache together.
     pub ram_bytes: u64,
@@ -235,7 +235,7 @@ impl RuntimeConfig {
 }
 
 /// Where and what to trace.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TraceConfig {
     /// The trace file to write.
     pub path: PathBuf,

@@ -29,7 +29,7 @@ use crate::stats::RuntimeStats;
 /// assert_eq!(back, s);
 /// assert_eq!(back.runtime_config_for(7, "prog").ram_bytes, 64 << 20);
 /// ```
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecSettings {
     /// The heap region's settings (its trace is set per process, from
     /// `trace_dir`).
@@ -47,13 +47,6 @@ pub struct ExecSettings {
     /// The program's run time unpaged, for the traces' footers.
     #[serde(default)]
     pub trace_run_time_ns: u64,
-}
-
-impl PartialEq for ExecSettings {
-    /// Equal when they serialize alike (a config holds floats and paths).
-    fn eq(&self, other: &Self) -> bool {
-        self.to_value() == other.to_value()
-    }
 }
 
 impl Default for ExecSettings {

@@ -109,11 +109,11 @@ unsafe fn config_from(c: &CcvmConfig) -> Result<RuntimeConfig, String> {
         ram_bytes: c.ram_bytes,
         uncompressed_share: c.uncompressed_share,
         policy: match policy {
-            Some(name) => name.parse().map_err(|e: ccvm_policy::UnknownPolicy| e.to_string())?,
+            Some(name) => ccvm_policy::PolicySpec::by_name(&name).map_err(|e| e.to_string())?,
             None => d.policy.clone(),
         },
         codec: match codec {
-            Some(name) => name.parse().map_err(|e: ccvm_codec::UnknownCodec| e.to_string())?,
+            Some(name) => ccvm_codec::CodecId::by_name(&name).map_err(|e| e.to_string())?,
             None => d.codec,
         },
         swap_dir: swap_dir.map(Into::into),
