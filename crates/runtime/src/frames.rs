@@ -37,6 +37,7 @@
 //!   (`MAP_NORESERVE`); only slots known to hold a frame are touched.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use ccvm_codec::PAGE_SIZE;
 use nix::errno::Errno;
@@ -49,8 +50,8 @@ pub(crate) const MAX_SPARE: usize = 32;
 
 /// The shadow of a region. See the module docs.
 pub(crate) struct Frames {
-    base: usize,
-    pages: usize,
+    /// The mapping, shared with the [`Parked`] frames lent out of it.
+    shadow: Arc<Shadow>,
     /// Pages whose slot holds a spare frame, oldest first.
     spare: VecDeque<u32>,
     /// Per page: whether its slot holds a spare frame.
@@ -76,8 +77,10 @@ impl Frames {
             return None;
         }
         Some(Frames {
-            base: base as usize,
-            pages,
+            shadow: Arc::new(Shadow {
+                base: base as usize,
+                len,
+            }),
             spare: VecDeque::with_capacity(MAX_SPARE + 1),
             is_spare: ZeroTable::new(pages),
         })
@@ -85,7 +88,7 @@ impl Frames {
 
     /// The address of page `page`'s slot.
     pub fn slot(&self, page: usize) -> usize {
-        self.base + page * PAGE_SIZE
+        self.shadow.base + page * PAGE_SIZE
     }
 
     /// A spare frame to rebuild `page` in before [`Frames::map`]: the
@@ -143,8 +146,21 @@ impl Frames {
         (self.spare.len() * PAGE_SIZE) as u64
     }
 
-    /// Page `page` left memory and its frame, in its slot, is spare now.
-    pub fn release(&mut self, page: usize) {
+    /// The frame of page `page`, which left the region and is parked in
+    /// its slot (by [`Frames::park`], or trapped before), lent to the
+    /// eviction that carries the page out until [`Frames::release`] makes
+    /// it spare.
+    pub fn parked(&self, page: usize) -> Parked {
+        debug_assert!(!self.is_spare[page], "a parked frame is not spare");
+        Parked {
+            shadow: Arc::clone(&self.shadow),
+            page,
+        }
+    }
+
+    /// The evicted page's frame is no longer needed: it is spare now.
+    pub fn release(&mut self, frame: Parked) {
+        let page = frame.page;
         self.is_spare[page] = true;
         self.spare.push_back(page as u32);
         if self.spare.len() > MAX_SPARE {
@@ -167,9 +183,41 @@ pub(crate) fn map_small_pages(len: usize) -> Option<*mut libc::c_void> {
     Some(base)
 }
 
-impl Drop for Frames {
+/// The shadow's mapping, unmapped when the last of its holders goes.
+struct Shadow {
+    base: usize,
+    len: usize,
+}
+
+impl Drop for Shadow {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, which nothing outlives.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.pages * PAGE_SIZE) };
+        // SAFETY: the mapping made in `Frames::new`; no `Frames` or `Parked`
+        // that reads it is left.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// An evicted page's frame, parked in its shadow slot: the page's bytes,
+/// owned by the eviction until it hands them back with
+/// [`Frames::release`].
+///
+/// Invariant: while a `Parked` lives, nothing writes its slot. The slot is
+/// neither spare (so no fault rebuilds another page in it) nor the page's
+/// place in the region (the page is not mapped), and the pager that made
+/// it carries the eviction out under its lock. The mapping stays alive
+/// while the value does, since it holds a share of it.
+pub(crate) struct Parked {
+    shadow: Arc<Shadow>,
+    page: usize,
+}
+
+impl Parked {
+    /// The page's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        let addr = self.shadow.base + self.page * PAGE_SIZE;
+        // SAFETY: a slot of the live mapping holding a frame, which nothing
+        // writes while this value lives (the type's invariant); the slice
+        // borrows the value.
+        unsafe { std::slice::from_raw_parts(addr as *const u8, PAGE_SIZE) }
     }
 }

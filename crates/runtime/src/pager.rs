@@ -50,7 +50,7 @@ use crate::compressor::{Finished, Helper};
 use crate::frames::Frames;
 use crate::protections::Protections;
 use crate::readahead::Streams;
-use crate::stats::{RuntimeStats, Timers};
+use crate::stats::RuntimeStats;
 use crate::swap::{SwapFile, SwapSlot};
 use crate::uffd::Uffd;
 use crate::written::WriteScan;
@@ -62,6 +62,7 @@ mod evict;
 mod fork;
 mod lock;
 mod map;
+mod observe;
 mod overhead;
 mod room;
 mod serve;
@@ -73,6 +74,7 @@ pub(crate) use share::start_trimmer;
 pub use share::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
 
 use disk::DiskSlots;
+use observe::{Event, Observers, Statistics, Tracing};
 use overhead::Overhead;
 
 /// Where a page's bytes are while it is rebuilt or evicted.
@@ -131,7 +133,11 @@ pub(crate) struct Pager {
     actions: Vec<Action>,
     /// Pages the swap file's cleaner moved, with their new slots.
     moved: Vec<(u64, SwapSlot)>,
+    /// The buffer pages are rebuilt in when no spare frame is at hand.
     page: AlignedBuf,
+    /// A buffer for an evicted page copied out of the region, kept between
+    /// evictions (see `evict::Evicted`).
+    copies: Option<AlignedBuf>,
     payload: AlignedBuf,
     /// The region's shadow, for `UFFDIO_MOVE`, when the kernel has it.
     frames: Option<Frames>,
@@ -164,8 +170,8 @@ pub(crate) struct Pager {
     tree_countdown: u32,
     /// Whether this process runs the tree's thread (see `share`).
     trimming: bool,
-    stats: RuntimeStats,
-    timers: Timers,
+    /// Who is told what happens: statistics and tracing (see `observe`).
+    observers: Observers,
 }
 
 /// Stops the process: see the module docs. `_exit`, not `exit`: this may
@@ -204,7 +210,8 @@ pub struct PagerParts {
     pub swap: SwapFile,
     /// Who decides what moves.
     pub policy: Box<dyn Policy>,
-    /// Where references go when tracing.
+    /// Where references go when tracing; the pager's observers take it
+    /// when the pager is made (see `observe`).
     pub trace: Option<TraceWriter>,
     /// Move frames with `UFFDIO_MOVE` instead of copying them.
     pub move_frames: bool,
@@ -217,10 +224,9 @@ pub struct PagerParts {
 
 impl Pager {
     pub fn new(mut parts: PagerParts) -> Pager {
-        let stats = RuntimeStats {
-            uncompressed_pages: parts.policy.uncompressed_limit(),
-            cache_budget: parts.policy.cache_limit(),
-            ..RuntimeStats::default()
+        let observers = Observers {
+            statistics: Statistics::new(parts.policy.uncompressed_limit(), parts.policy.cache_limit()),
+            tracing: parts.trace.take().map(Tracing),
         };
         let frames = if parts.move_frames {
             Frames::new(&parts.uffd, parts.pages)
@@ -246,6 +252,7 @@ impl Pager {
             actions: Vec::new(),
             moved: Vec::new(),
             page: AlignedBuf::new(PAGE_SIZE),
+            copies: Some(AlignedBuf::new(PAGE_SIZE)),
             payload: AlignedBuf::new(PAGE_SIZE),
             frames,
             traps,
@@ -261,8 +268,7 @@ impl Pager {
             tree: None,
             tree_countdown: 0,
             trimming: false,
-            stats,
-            timers: Timers::new(),
+            observers,
         }
     }
 
@@ -330,10 +336,7 @@ impl Pager {
             let page = f.page as usize;
             debug_assert!(matches!(self.state[page], PageState::Pending));
             match self.parts.store.put_stored(f.page, f.stored, f.bytes) {
-                Ok(len) => {
-                    self.stats.pages_compressed_background += 1;
-                    self.compressed(page, len);
-                }
+                Ok(len) => self.compressed(page, len, true),
                 // The policy must make room first: the path without a helper.
                 Err(StoreError::Full { .. } | StoreError::OutOfMemory) => self.compress(page, f.page_bytes),
                 Err(e) => fatal(e),
@@ -343,14 +346,14 @@ impl Pager {
     }
 
     /// Compresses pending page `page`, which the helper has not finished,
-    /// in this thread from its copy in the ring.
+    /// in this thread from its copy in the ring. The helper is set aside
+    /// meanwhile, as in `collect_finished`: the copy is its memory, and
+    /// compressing it makes room only by spilling, never by evicting.
     fn complete_pending(&mut self, page: usize) {
-        let helper = self.helper.as_mut().expect("pending pages have a helper");
+        let mut helper = self.helper.take().expect("pending pages have a helper");
         let bytes = helper.take_back(page as u64).expect("a pending page is in the ring");
-        // SAFETY: a ring entry taken back is not reused before it is
-        // collected, which this call does not do; detached to lend the store.
-        let bytes = unsafe { std::slice::from_raw_parts(bytes.as_ptr(), PAGE_SIZE) };
         self.compress(page, bytes);
+        self.helper = Some(helper);
     }
 
     /// The program dropped pages `pages` (`MADV_DONTNEED` or `MADV_FREE`):
@@ -390,7 +393,7 @@ impl Pager {
                 _ => {}
             }
         }
-        self.stats.pages_discarded += pages.len() as u64;
+        self.observers.observe(Event::Discarded(pages.len() as u64));
     }
 
     fn addr(&self, page: usize) -> usize {
@@ -417,17 +420,19 @@ impl Pager {
     /// Ends paging: the final counters and the trace writer, if any, for
     /// the caller to finish.
     pub fn finish(&mut self) -> (RuntimeStats, Option<TraceWriter>) {
-        (self.stats(), self.parts.trace.take())
+        (self.stats(), self.take_trace())
+    }
+
+    /// The trace writer, if the region is traced, for the caller to
+    /// finish: references after this are not traced.
+    pub fn take_trace(&mut self) -> Option<TraceWriter> {
+        self.observers.tracing.take().map(|t| t.0)
     }
 
     fn publish(&mut self) {
-        let mut s = self.stats.clone();
+        let mut s = self.observers.statistics.snapshot();
         s.swap = self.parts.swap.stats;
         s.store = self.parts.store.stats();
-        s.latency_cache = Timers::summary(&self.timers.cache);
-        s.latency_disk = Timers::summary(&self.timers.disk);
-        s.latency_zero = Timers::summary(&self.timers.zero);
-        s.latency_trap = Timers::summary(&self.timers.trap);
         s.pages_trapped = self.traps.as_ref().map_or(0, Traps::trapped);
         s.pages_pending = self.helper.as_ref().map_or(0, Helper::waiting);
         if let Some(scan) = &self.write_scan {

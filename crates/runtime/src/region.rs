@@ -426,7 +426,7 @@ impl Region {
     ///
     /// [`RuntimeError::Trace`] if the trace could not be finished.
     pub fn finish_trace(&self) -> Result<(), RuntimeError> {
-        let writer = crate::pager::lock(&self.pager).parts.trace.take();
+        let writer = crate::pager::lock(&self.pager).take_trace();
         if let (Some(writer), Some(t)) = (writer, &self.trace) {
             writer.finish(t.run_time_ns).map_err(|source| RuntimeError::Trace {
                 path: t.path.clone(),

@@ -1,6 +1,5 @@
 //! What a region reports.
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::swap::SwapStats;
@@ -149,36 +148,5 @@ impl RuntimeStats {
     /// Original bytes / compressed bytes of the pages compressed so far.
     pub fn compression_ratio(&self) -> f64 {
         self.bytes_in as f64 / self.bytes_out.max(1) as f64
-    }
-}
-
-/// Histograms of service times, nanoseconds.
-pub(crate) struct Timers {
-    pub cache: Histogram<u64>,
-    pub disk: Histogram<u64>,
-    pub zero: Histogram<u64>,
-    pub trap: Histogram<u64>,
-}
-
-impl Timers {
-    pub fn new() -> Self {
-        let h = || Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid bounds");
-        Timers {
-            cache: h(),
-            disk: h(),
-            zero: h(),
-            trap: h(),
-        }
-    }
-
-    pub fn summary(h: &Histogram<u64>) -> Latency {
-        if h.is_empty() {
-            return Latency::default();
-        }
-        Latency {
-            count: h.len(),
-            p50_us: h.value_at_quantile(0.5) as f64 / 1000.0,
-            p99_us: h.value_at_quantile(0.99) as f64 / 1000.0,
-        }
     }
 }

@@ -11,8 +11,34 @@ use ccvm_codec::PAGE_SIZE;
 use ccvm_policy::{Action, Level};
 use ccvm_store::{StoreError, Stored};
 
-use super::{fatal, PageState, Pager, Target};
+use super::observe::Event;
+use super::{fatal, PageState, Pager};
+use crate::aligned::AlignedBuf;
+use crate::frames::Parked;
 use crate::swap::{SwapFile, SwapSlot};
+
+/// An evicted page's bytes, owned by the eviction that carries it out:
+/// lent to the trace, the helper's ring, the store or the swap file while
+/// the pager goes on (spilling other pages to make room for it), then
+/// handed back with [`Pager::done_with`]. Owning them, rather than
+/// borrowing a buffer of the pager's, is what lets the eviction call the
+/// pager's other parts while it holds them.
+pub(super) enum Evicted {
+    /// Copied out of the region into a buffer of its own.
+    Copied(AlignedBuf),
+    /// Its frame, moved to its shadow slot (see the `frames` module).
+    Parked(Parked),
+}
+
+impl Evicted {
+    /// The page's bytes.
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            Evicted::Copied(buffer) => buffer,
+            Evicted::Parked(frame) => frame.bytes(),
+        }
+    }
+}
 
 impl Pager {
     pub(super) fn run_actions(&mut self) {
@@ -27,13 +53,14 @@ impl Pager {
 
     /// Takes a resident page out of the region: moved into its shadow
     /// slot, or, where the kernel cannot move it, copied out under write
-    /// protection and dropped (see the module docs). Returns where its
-    /// bytes now are.
-    pub(super) fn evict(&mut self, page: usize) -> Option<Target> {
+    /// protection and dropped (see the module docs). Returns its bytes, or
+    /// `None` if it must stay mapped.
+    pub(super) fn evict(&mut self, page: usize) -> Option<Evicted> {
         let addr = self.addr(page);
         if matches!(self.state[page], PageState::Trapped) {
             self.evicted_one(page);
-            return Some(Target::Frame(page));
+            let frames = self.frames.as_ref().expect("a trapped page has frames");
+            return Some(Evicted::Parked(frames.parked(page)));
         }
         if !self.protections.readable(page) {
             // PROT_NONE, or no longer the region's: it cannot be copied out.
@@ -65,28 +92,30 @@ impl Pager {
                 }
             }
             if parked {
+                let frame = frames.parked(page);
                 self.evicted_one(page);
-                return Some(Target::Frame(page));
+                return Some(Evicted::Parked(frame));
             }
         }
         self.evicted_one(page);
         if let Err(e) = self.parts.uffd.write_protect(addr, PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
         }
+        let mut copy = self.copies.take().unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE));
         if crate::uffd::mapped(addr, PAGE_SIZE) == Some(false) {
             // Dropped by the program (`MADV_DONTNEED`): it reads as zeros,
             // and reading it here would fault on the region.
-            self.page.fill(0);
-            return Some(Target::Buffer);
+            copy.fill(0);
+            return Some(Evicted::Copied(copy));
         }
         // SAFETY: the page is mapped (resident) and write-protected, so no
         // thread changes it while it is copied.
-        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, self.page.as_mut_ptr(), PAGE_SIZE) };
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, copy.as_mut_ptr(), PAGE_SIZE) };
         // SAFETY: a page-aligned range of our own mapping.
         if unsafe { crate::sys_madvise(addr as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED) } != 0 {
             fatal(format!("madvise: {}", std::io::Error::last_os_error()));
         }
-        Some(Target::Buffer)
+        Some(Evicted::Copied(copy))
     }
 
     /// Resident page `page` has left memory.
@@ -97,21 +126,12 @@ impl Pager {
         }
     }
 
-    /// The bytes of an evicted page, detached from `self` so that the
-    /// store and swap file can be lent them. Valid until the next fault
-    /// or eviction reuses the buffer or frame.
-    pub(super) fn evicted<'a>(&mut self, target: Target) -> &'a [u8] {
-        let bytes = self.target_bytes(target);
-        // SAFETY: our buffer or a frame in a shadow slot, which nothing
-        // writes while the eviction that filled it is carried out.
-        unsafe { std::slice::from_raw_parts(bytes.as_ptr(), PAGE_SIZE) }
-    }
-
-    /// The evicted page's bytes in `target` are no longer needed: a frame
-    /// becomes spare.
-    pub(super) fn done_with(&mut self, target: Target) {
-        if let (Target::Frame(slot), Some(frames)) = (target, &mut self.frames) {
-            frames.release(slot);
+    /// The eviction is carried out and the page's bytes are no longer
+    /// needed: a frame becomes spare, a buffer is kept for the next copy.
+    pub(super) fn done_with(&mut self, evicted: Evicted) {
+        match evicted {
+            Evicted::Parked(frame) => self.frames.as_mut().expect("a parked frame has frames").release(frame),
+            Evicted::Copied(buffer) => self.copies = Some(buffer),
         }
     }
 
@@ -147,21 +167,15 @@ impl Pager {
             }
             Action::Compress(p) | Action::SwapOut(p) => {
                 let page = p as usize;
-                let Some(target) = self.evict(page) else {
+                let Some(evicted) = self.evict(page) else {
                     return self.keep_mapped(action);
                 };
-                let bytes = self.evicted(target);
-                // The trace keeps every evicted image, so that a replay
-                // compressing this page later compresses what it held.
-                if let Some(t) = &mut self.parts.trace {
-                    if let Err(e) = t.image(p, bytes) {
-                        fatal(format!("writing the trace: {e}"));
-                    }
-                }
+                let bytes = evicted.bytes();
+                self.observers.observe(Event::Evicted { page: p, bytes });
                 match (&mut self.helper, action) {
                     (_, Action::SwapOut(_)) => {
                         self.write_swap(page, Stored::Raw, bytes);
-                        self.stats.pages_swapped_raw += 1;
+                        self.observers.observe(Event::SwappedRaw);
                     }
                     (Some(helper), _) if helper.has_room() => {
                         helper.push(p, bytes);
@@ -169,13 +183,13 @@ impl Pager {
                     }
                     _ => self.compress(page, bytes),
                 }
-                self.done_with(target);
+                self.done_with(evicted);
             }
             Action::Watch(p) => {
                 let page = p as usize;
                 // Only a mapped page: any other faults at its next touch anyway.
                 if matches!(self.state[page], PageState::Uncompressed) && self.park(page) {
-                    self.stats.pages_watched += 1;
+                    self.observers.observe(Event::Watched);
                 }
             }
             Action::Spill(p) => {
@@ -186,7 +200,7 @@ impl Pager {
                 };
                 let slot = write_page(&mut self.parts.swap, page, stored, &self.payload);
                 self.on_disk(page, slot);
-                self.stats.pages_spilled += 1;
+                self.observers.observe(Event::Spilled);
             }
         }
     }
@@ -208,7 +222,7 @@ impl Pager {
         if matches!(action, Action::Compress(_)) {
             self.parts.policy.swapped_instead(p);
         }
-        self.stats.evictions_pinned += 1;
+        self.observers.observe(Event::Pinned);
         self.parts.policy.touch(p, Level::Disk, &mut self.actions);
     }
 
@@ -217,13 +231,13 @@ impl Pager {
     pub(super) fn compress(&mut self, page: usize, bytes: &[u8]) {
         loop {
             match self.parts.store.put(page as u64, bytes) {
-                Ok(len) => return self.compressed(page, len),
+                Ok(len) => return self.compressed(page, len, false),
                 Err(StoreError::Full { .. } | StoreError::OutOfMemory) => {
                     let mut spills = Vec::new();
                     if !self.parts.policy.make_room(&mut spills) {
                         self.write_swap(page, Stored::Raw, bytes);
                         self.parts.policy.swapped_instead(page as u64);
-                        self.stats.pages_swapped_raw += 1;
+                        self.observers.observe(Event::SwappedRaw);
                         return;
                     }
                     for s in spills {
@@ -235,13 +249,11 @@ impl Pager {
         }
     }
 
-    /// `page` is in the store, in `len` bytes: counts it and tells the
-    /// policy.
-    pub(super) fn compressed(&mut self, page: usize, len: usize) {
+    /// `page` is in the store, in `len` bytes (compressed by the helper
+    /// if `background`): the observers and the policy are told.
+    pub(super) fn compressed(&mut self, page: usize, len: usize, background: bool) {
         self.state[page] = PageState::Compressed;
-        self.stats.pages_compressed += 1;
-        self.stats.bytes_in += PAGE_SIZE as u64;
-        self.stats.bytes_out += len as u64;
+        self.observers.observe(Event::Compressed { len, background });
         self.parts
             .policy
             .compressed(page as u64, crate::CHARGE.of(len), &mut self.actions);

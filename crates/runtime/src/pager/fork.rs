@@ -49,10 +49,10 @@
 //!   only its own copies and frozen clusters, so that too is safe without
 //!   the parent waiting.
 
+use super::observe::{Event, Statistics};
 use super::{fatal, PageState, Pager, Target};
 use crate::frames::Frames;
 use crate::protections::FOREIGN;
-use crate::stats::{RuntimeStats, Timers};
 use crate::uffd::Uffd;
 use ccvm_codec::PAGE_SIZE;
 
@@ -75,7 +75,7 @@ impl Pager {
         self.collect_finished();
         self.run_actions();
         while let Some(page) = self.helper.as_ref().and_then(|h| h.first_waiting()) {
-            self.stats.faults_pending += 1;
+            self.observers.observe(Event::Pending);
             self.complete_pending(page as usize);
             self.run_actions();
         }
@@ -95,7 +95,7 @@ impl Pager {
 
     /// Whether a child forked now can be paged (see the module docs).
     pub(crate) fn child_can_be_paged(&self, signal_mode: bool) -> bool {
-        signal_mode && self.write_scan.is_none() && self.parts.trace.is_none()
+        signal_mode && self.write_scan.is_none() && self.observers.tracing.is_none()
     }
 
     /// In the parent after a fork.
@@ -168,12 +168,8 @@ impl Pager {
                 fatal(format!("protecting zero pages in the forked child: {e}"));
             }
         }
-        self.stats = RuntimeStats {
-            uncompressed_pages: self.parts.policy.uncompressed_limit(),
-            cache_budget: self.parts.policy.cache_limit(),
-            ..RuntimeStats::default()
-        };
-        self.timers = Timers::new();
+        self.observers.statistics =
+            Statistics::new(self.parts.policy.uncompressed_limit(), self.parts.policy.cache_limit());
         Ok(())
     }
 

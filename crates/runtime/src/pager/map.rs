@@ -8,6 +8,7 @@
 use ccvm_codec::{Codec, PAGE_SIZE};
 use ccvm_store::Stored;
 
+use super::observe::Event;
 use super::{fatal, PageState, Pager, Target};
 use crate::aligned::AlignedBuf;
 use crate::frames::Frames;
@@ -117,20 +118,20 @@ impl Pager {
             fatal(e);
         }
         self.map_page(page, target);
-        self.stats.pages_decompressed += 1;
+        self.observers.observe(Event::Decompressed(1));
     }
 
     /// Rebuilds a page read from disk (in `self.payload`) into `target`.
     pub(super) fn decode(&mut self, page: usize, stored: Stored, target: Target) {
         let out = target_bytes(&mut self.page, self.frames.as_ref(), target);
         let decoded = decode(page, stored, &self.payload, self.parts.codec.as_mut(), out);
-        self.stats.pages_decompressed += u64::from(decoded);
+        self.observers.observe(Event::Decompressed(u64::from(decoded)));
     }
 
     /// Rebuilds a page read from disk (in `self.payload`) into `out`.
     pub(super) fn decode_into(&mut self, page: usize, stored: Stored, out: &mut [u8]) {
         let decoded = decode(page, stored, &self.payload, self.parts.codec.as_mut(), out);
-        self.stats.pages_decompressed += u64::from(decoded);
+        self.observers.observe(Event::Decompressed(u64::from(decoded)));
     }
 }
 

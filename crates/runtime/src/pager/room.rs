@@ -6,6 +6,7 @@
 
 use ccvm_codec::PAGE_SIZE;
 
+use super::observe::Event;
 use super::{overhead, PageState, Pager};
 use crate::compressor::Helper;
 use crate::frames::Frames;
@@ -64,7 +65,7 @@ impl Pager {
                 helper: self.helper.as_ref().map_or(0, Helper::memory),
                 store_books: self.parts.store.stats().metadata_bytes,
             });
-            self.stats.overhead_bytes = self.stats.overhead_bytes.max(self.overhead.bytes);
+            self.observers.observe(Event::Overhead(self.overhead.bytes));
         }
         self.consult_tree(false);
         if let Some(ram) = self.overhead.policy_ram(self.parts.split.policy_ram(self.allowance)) {

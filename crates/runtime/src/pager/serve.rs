@@ -1,14 +1,16 @@
 //! Serving a fault: one function per state the faulting page can be in,
-//! then what every served fault shares: its service time recorded, the
-//! page made resident, the reference traced and told to the policy, the
-//! budget kept, and the pages after it read ahead when the fault
-//! continues a run.
+//! each saying how it served the fault, then what every served fault
+//! shares: its service time told to the policy and, with the reference,
+//! to the observers (see `observe`); the page made resident and its touch
+//! told to the policy; the budget kept; and the pages after it read ahead
+//! when the fault continues a run.
 
 use std::time::Instant;
 
 use ccvm_codec::PAGE_SIZE;
 use ccvm_policy::Level;
 
+use super::observe::{Event, Service};
 use super::{fatal, PageState, Pager, Target};
 use crate::uffd::Fault;
 
@@ -23,7 +25,7 @@ impl Pager {
         if fault.write_protect && matches!(self.state[page], PageState::Zero) {
             self.serve(page, true);
         } else if fault.write_protect {
-            self.stats.faults_repeat += 1;
+            self.observers.observe(Event::Repeat);
             self.wake(page);
         } else {
             self.serve(page, fault.write);
@@ -56,16 +58,19 @@ impl Pager {
             PageState::Compressed => Some((self.serve_cached(page), None)),
             PageState::Disk(i) => Some((self.serve_disk(page, i), None)),
         };
-        let Some((from, window)) = served else {
+        let Some((service, window)) = served else {
             return;
         };
-        self.record_service(from, started.elapsed().as_nanos() as u64);
+        let ns = started.elapsed().as_nanos() as u64;
+        let from = service.level();
+        self.tell_costs(from, ns);
+        self.observers.observe(Event::Served {
+            page: page as u64,
+            write,
+            service,
+            ns,
+        });
         self.now_resident(page, from);
-        if let Some(t) = &mut self.parts.trace {
-            if let Err(e) = t.reference(page as u64, write) {
-                fatal(format!("writing the trace: {e}"));
-            }
-        }
         self.parts.policy.touch(page as u64, from, &mut self.actions);
         self.after_touch();
         if matches!(from, Level::Compressed | Level::New | Level::Disk) {
@@ -79,18 +84,18 @@ impl Pager {
     /// A resident page: mapped by another thread's fault meanwhile (the
     /// zero page is then refused), or dropped by the program itself
     /// (`MADV_DONTNEED`), which leaves zeros.
-    pub(super) fn serve_mapped(&mut self, page: usize) -> Option<(Level, Option<usize>)> {
-        self.stats.faults_repeat += 1;
+    pub(super) fn serve_mapped(&mut self, page: usize) -> Option<(Service, Option<usize>)> {
+        self.observers.observe(Event::Repeat);
         self.map_zero_page(page);
         None
     }
 
     /// A page still in the helper's ring: compressed here unless the helper
     /// finished it meanwhile, then served from where it now is.
-    pub(super) fn serve_pending(&mut self, page: usize, write: bool) -> Option<(Level, Option<usize>)> {
+    pub(super) fn serve_pending(&mut self, page: usize, write: bool) -> Option<(Service, Option<usize>)> {
         self.collect_finished();
         if matches!(self.state[page], PageState::Pending) {
-            self.stats.faults_pending += 1;
+            self.observers.observe(Event::Pending);
             self.complete_pending(page);
         }
         self.run_actions();
@@ -100,77 +105,64 @@ impl Pager {
 
     /// A trapped or watched page: its frame is in its shadow slot, as it
     /// was left.
-    pub(super) fn serve_trapped(&mut self, page: usize) -> Level {
+    pub(super) fn serve_trapped(&mut self, page: usize) -> Service {
         self.map_page(page, Target::Frame(page));
         if self.traps.as_ref().is_some_and(|t| t.is_trapped(page as u64)) {
-            self.stats.faults_trap += 1;
+            Service::Trap
         } else {
-            self.stats.faults_watch += 1;
+            Service::Watch
         }
-        Level::Uncompressed
     }
 
     /// A read of a page never written: the zero page, write-protected,
     /// unless the read continues a run. Such a read is a scan, which as
     /// often as not writes what it reads: it gets zeros it can write, and
     /// the next pages read ahead, as a first write does.
-    pub(super) fn serve_zero_read(&mut self, page: usize) -> Option<(Level, Option<usize>)> {
+    pub(super) fn serve_zero_read(&mut self, page: usize) -> Option<(Service, Option<usize>)> {
         let w = self.window(page);
         if w == 0 {
             self.map_zero_read(page);
-            self.stats.faults_zero_read += 1;
+            self.observers.observe(Event::ZeroRead);
             return None;
         }
         self.map_zeros(page);
-        self.stats.faults_zero += 1;
-        Some((Level::New, Some(w)))
+        Some((Service::Zero, Some(w)))
     }
 
     /// The first write to a page only read so far: the retried write
     /// replaces the zero page with the kernel's own. If the program dropped
     /// the mapping meanwhile, the retry faults as missing and is served as
     /// resident (zeros).
-    pub(super) fn serve_first_write(&mut self, page: usize) -> Level {
+    pub(super) fn serve_first_write(&mut self, page: usize) -> Service {
         if let Err(e) = self.parts.uffd.write_unprotect(self.addr(page), PAGE_SIZE) {
             fatal(format!("userfaultfd write-unprotect: {e}"));
         }
-        self.stats.faults_zero += 1;
-        Level::New
+        Service::Zero
     }
 
     /// A first touch that writes (or any first touch, reads not mapped as
     /// the zero page).
-    pub(super) fn serve_new(&mut self, page: usize) -> Level {
+    pub(super) fn serve_new(&mut self, page: usize) -> Service {
         self.map_zeros(page);
-        self.stats.faults_zero += 1;
-        Level::New
+        Service::Zero
     }
 
     /// A page in the compression cache.
-    pub(super) fn serve_cached(&mut self, page: usize) -> Level {
+    pub(super) fn serve_cached(&mut self, page: usize) -> Service {
         self.map_from_cache(page);
-        self.stats.faults_cache += 1;
-        Level::Compressed
+        Service::Cache
     }
 
     /// A page in the swap file, at the slot kept at index `i`.
-    pub(super) fn serve_disk(&mut self, page: usize, i: u32) -> Level {
+    pub(super) fn serve_disk(&mut self, page: usize, i: u32) -> Service {
         let slot = self.disk.take(i);
         self.map_from_disk(page, slot);
-        self.stats.faults_disk += 1;
-        Level::Disk
+        Service::Disk
     }
 
-    /// Records a fault served from `from` in `ns` nanoseconds: its
-    /// latency histogram, and the service times told to the policy.
-    pub(super) fn record_service(&mut self, from: Level, ns: u64) {
-        let timer = match from {
-            Level::New => &mut self.timers.zero,
-            Level::Compressed => &mut self.timers.cache,
-            Level::Uncompressed => &mut self.timers.trap,
-            Level::Disk => &mut self.timers.disk,
-        };
-        timer.saturating_record(ns.max(1));
+    /// Tells the policy, when it asked, what a fault served from `from`
+    /// took (`ns`; see the `costs` module).
+    pub(super) fn tell_costs(&mut self, from: Level, ns: u64) {
         if let Some(meter) = &mut self.costs {
             if matches!(from, Level::Disk | Level::Compressed) {
                 meter.record(from == Level::Disk, ns);
@@ -221,19 +213,17 @@ impl Pager {
             match (self.state[next], from) {
                 (PageState::Compressed, Level::Compressed) => {
                     self.map_from_cache(next);
-                    self.stats.pages_read_ahead += 1;
                 }
                 (PageState::Disk(i), Level::Disk) if self.parts.swap.holds_ahead(self.disk.get(i)) => {
                     let slot = self.disk.take(i);
                     self.map_from_disk(next, slot);
-                    self.stats.pages_read_ahead_disk += 1;
                 }
                 (PageState::New, Level::New) => {
                     self.map_zeros(next);
-                    self.stats.pages_zero_ahead += 1;
                 }
                 _ => continue,
             }
+            self.observers.observe(Event::ReadAhead(from));
             self.now_resident(next, from);
             self.parts.policy.touch(next as u64, from, &mut self.actions);
             self.after_touch();

@@ -22,6 +22,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Weak};
 
+use super::observe::Event;
 use super::Pager;
 use crate::tree::{Tree, FAULTS_BETWEEN, PERIOD};
 use ccvm_codec::PAGE_SIZE;
@@ -61,15 +62,12 @@ impl Pager {
         let floor = self.overhead.bytes + self.parts.split.reserve + crate::tree::PROCESS_FLOOR;
         self.allowance = a.bytes.max(floor).min(self.parts.split.ram_bytes);
         if a.processes > 1 {
-            let (peak, most) = tree.peaks();
-            self.stats.tree_processes = self.stats.tree_processes.max(most);
-            self.stats.tree_peak_bytes = self.stats.tree_peak_bytes.max(peak);
-            let least = &mut self.stats.allowance_least_bytes;
-            *least = if *least == 0 {
-                self.allowance
-            } else {
-                (*least).min(self.allowance)
-            };
+            let (peak_bytes, processes) = tree.peaks();
+            self.observers.observe(Event::Tree {
+                processes,
+                peak_bytes,
+                allowance: self.allowance,
+            });
         }
     }
 
@@ -110,7 +108,7 @@ impl Pager {
             tree.join_after_fork();
             // The parent's thread is not the child's.
             self.trimming = false;
-            self.stats.allowance_least_bytes = 0;
+            self.observers.statistics.forget_allowance();
         } else {
             tree.forked();
         }
