@@ -71,9 +71,9 @@ pub const MAX_BYTES: u64 = 1 << 46;
 
 /// This machine's memory, bytes.
 pub fn machine_ram() -> u64 {
-    // SAFETY: sysconf only reads system constants.
-    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-    (pages.max(0) as u64).saturating_mul(page.max(0) as u64)
+    use nix::unistd::{sysconf, SysconfVar};
+    let value = |v| sysconf(v).ok().flatten().unwrap_or(0).max(0) as u64;
+    value(SysconfVar::_PHYS_PAGES).saturating_mul(value(SysconfVar::PAGE_SIZE))
 }
 
 /// Memory free for a new allocation now (`MemAvailable`), bytes.

@@ -36,7 +36,6 @@ mod mount;
 mod pack;
 mod progress;
 mod report;
-mod signals;
 mod sim;
 
 /// Counted, so that a region's tables are charged to its RAM budget (see
@@ -170,7 +169,7 @@ fn main() -> ExitCode {
     // SIGPIPE stays ignored (Rust's default): a write to a closed pipe
     // fails with EPIPE, the error unwinds like any other so that temporary
     // folders are removed, and ccvm ends quietly as a killed tool would.
-    signals::install();
+    ccvm_output::interrupt::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Help, asked for or shown for a missing subcommand, as clap prints it.

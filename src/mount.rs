@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use anyhow::bail;
 use ccvm_ramfs::Fs;
 use ccvm_store::{Store, StoreConfig};
 
@@ -16,18 +15,16 @@ pub fn mount(dir: &Path, size: u64, codec: ccvm_codec::CodecId, allocator: &str)
         ..StoreConfig::default()
     };
     let store = Store::new(config).map_err(|e| anyhow::anyhow!("{e}"))?;
-    // SAFETY: getuid and getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     let fs = Fs::new(store, size, uid, gid);
     ccvm_ramfs::check_mount_point(dir).map_err(anyhow::Error::msg)?;
-    unmount_on_signal(dir)?;
+    ccvm_ramfs::unmount_on_signal(dir).map_err(anyhow::Error::msg)?;
     eprintln!(
         "ccvm: mounting a compressed RAM filesystem of {size} bytes at {} (umount it, or Ctrl-C, to stop)",
         dir.display()
     );
     let u = ccvm_ramfs::mount(fs, dir).map_err(|e| {
-        // SAFETY: geteuid cannot fail.
-        if e.contains("Permission denied") && unsafe { libc::geteuid() } != 0 {
+        if e.contains("Permission denied") && !nix::unistd::geteuid().is_root() {
             anyhow::anyhow!(
                 "{e}: mounting FUSE as a user needs fusermount3 (apt-get install fuse3) and read-write access to \
                  /dev/fuse; or run as root"
@@ -45,35 +42,6 @@ pub fn mount(dir: &Path, size: u64, codec: ccvm_codec::CodecId, allocator: &str)
         u.memory,
         u.file_bytes as f64 / u.memory.max(1) as f64
     );
-    Ok(())
-}
-
-/// SIGINT, SIGTERM, SIGHUP and SIGQUIT unmount `dir` (lazily), which ends
-/// the session (SIGKILL cannot be caught: the next mount says what to do):
-/// the signals are blocked in every thread and taken by one that waits.
-fn unmount_on_signal(dir: &Path) -> anyhow::Result<()> {
-    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
-    // SAFETY: a zeroed sigset initialised by sigemptyset and filled.
-    let set = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-            libc::sigaddset(&mut set, sig);
-        }
-        set
-    };
-    // SAFETY: blocking four signals in this thread; threads made after
-    // inherit the mask.
-    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
-        bail!("cannot block SIGINT, SIGTERM, SIGHUP and SIGQUIT");
-    }
-    std::thread::spawn(move || {
-        let mut sig = 0;
-        // SAFETY: waiting for one of the blocked signals.
-        unsafe { libc::sigwait(&set, &mut sig) };
-        // SAFETY: a lazy unmount of our mount point.
-        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-    });
     Ok(())
 }
 

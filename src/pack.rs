@@ -8,13 +8,12 @@ mod cli;
 pub(crate) use cli::{run_bench, run_map, run_pack, BenchArgs, MapArgs, PackArgs};
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use ccvm_codec::PAGE_SIZE;
-use ccvm_pack::{pack_file, Mapping, Packed, ReadOptions};
+use ccvm_pack::{disk_bytes_read, drop_from_page_cache, pack_file, Mapping, Packed, PlainMapping, ReadOptions};
 use clap::ValueEnum;
 use serde::Serialize;
 
@@ -303,27 +302,10 @@ pub fn bench(o: &BenchOptions, format: Format) -> anyhow::Result<()> {
     report::print(&rows, format)
 }
 
-/// Drops `path`'s pages from the page cache, so the next read goes to the
-/// disk. The file's pages are clean and unmapped, so the kernel drops them.
+/// Drops `path`'s pages from the page cache, so the next read goes to
+/// the disk.
 fn evict(path: &Path) -> anyhow::Result<()> {
-    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    // SAFETY: fadvise on our open descriptor.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        bail!("cannot drop {} from the page cache: errno {rc}", path.display());
-    }
-    Ok(())
-}
-
-/// Bytes this process has read from disks so far (`/proc/self/io`).
-fn disk_bytes_read() -> u64 {
-    std::fs::read_to_string("/proc/self/io")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("read_bytes: ").and_then(|v| v.trim().parse().ok()))
-        })
-        .unwrap_or(0)
+    drop_from_page_cache(path).with_context(|| format!("cannot drop {} from the page cache", path.display()))
 }
 
 /// Checks the touched pages of `bytes` against the original file.
@@ -340,32 +322,13 @@ fn check(bytes: &[u8], original: &[u8], order: &[usize], what: &str) -> anyhow::
 /// Times a cold load of `order`'s pages of `file` with plain `mmap`.
 fn load_mmap(file: &Path, original: &[u8], order: &[usize]) -> anyhow::Result<(f64, u64, f64, f64)> {
     evict(file)?;
-    let f = std::fs::File::open(file)?;
     let before = disk_bytes_read();
     let started = Instant::now();
-    // SAFETY: a private read-only mapping of a file we opened.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            original.len(),
-            libc::PROT_READ,
-            libc::MAP_PRIVATE,
-            f.as_raw_fd(),
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        bail!("mmap of {}: {}", file.display(), std::io::Error::last_os_error());
-    }
-    // SAFETY: the mapping holds `original.len()` readable bytes until munmap.
-    let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, original.len()) };
-    std::hint::black_box(touch(bytes, order));
+    let mapping = PlainMapping::open(file).with_context(|| format!("mmap of {}", file.display()))?;
+    std::hint::black_box(touch(mapping.as_slice(), order));
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let disk = disk_bytes_read() - before;
-    let checked = check(bytes, original, order, "mmap");
-    // SAFETY: our mapping, no longer referenced.
-    unsafe { libc::munmap(base, original.len()) };
-    checked?;
+    check(mapping.as_slice(), original, order, "mmap")?;
     Ok((ms, disk, 0.0, 0.0))
 }
 

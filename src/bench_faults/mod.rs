@@ -132,12 +132,8 @@ pub(crate) unsafe fn touch(base: *mut u64, pages: usize, touches: usize, seed: u
 }
 
 fn major_faults() -> u64 {
-    // SAFETY: getrusage with a valid out-pointer.
-    unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u.ru_majflt as u64
-    }
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |u| u.major_page_faults() as u64)
 }
 
 /// The touches on plain memory.
@@ -254,22 +250,8 @@ pub fn child(args: &ChildArgs) -> anyhow::Result<()> {
     };
     let dir = PathBuf::from(cgroup);
     let len = data.len();
-    // SAFETY: a fresh private anonymous mapping.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        bail!("mmap: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: the mapping just made, len bytes.
-    let region = unsafe { std::slice::from_raw_parts_mut(base.cast::<u8>(), len) };
+    // Page-aligned, as the touches address whole pages.
+    let mut region = ccvm_runtime::aligned::AlignedBuf::new(len);
     region.copy_from_slice(&data);
     drop(data);
     // What the process holds and cannot drop for free, the region aside:
@@ -287,8 +269,8 @@ pub fn child(args: &ChildArgs) -> anyhow::Result<()> {
     std::fs::write(dir.join("memory.limit_in_bytes"), limit.to_string()).context("setting the cgroup's limit")?;
     let before = major_faults();
     let started = Instant::now();
-    // SAFETY: the mapping.
-    let checksum = unsafe { touch(base.cast(), len / 4096, touches, seed) };
+    // SAFETY: the buffer's `len` bytes.
+    let checksum = unsafe { touch(region.as_mut_ptr().cast(), len / 4096, touches, seed) };
     let run = Run {
         wall_s: started.elapsed().as_secs_f64(),
         faults: major_faults() - before,
@@ -322,7 +304,7 @@ fn ccvm_in_child(opts: &Options, seed: u64, ram: u64) -> anyhow::Result<Run> {
     if let Some(p) = &opts.policy {
         cmd.arg("--policy").arg(p);
     }
-    let r = crate::bench_kernel::run_child(cmd, None, || 0)?;
+    let r = ccvm_kernelswap::run_measured(cmd, None, || 0)?;
     if !r.status.success() {
         bail!("ccvm's run failed ({})", r.status);
     }
@@ -333,7 +315,7 @@ fn ccvm_in_child(opts: &Options, seed: u64, ram: u64) -> anyhow::Result<Run> {
 fn floor_in_child(opts: &Options, seed: u64) -> anyhow::Result<Run> {
     let mut cmd = child_command(opts, seed)?;
     cmd.arg("--floor");
-    let r = crate::bench_kernel::run_child(cmd, None, || 0)?;
+    let r = ccvm_kernelswap::run_measured(cmd, None, || 0)?;
     if !r.status.success() {
         bail!("the floor's run failed ({})", r.status);
     }
@@ -350,7 +332,7 @@ fn kernel(opts: &Options, seed: u64) -> anyhow::Result<(Run, u64)> {
         .to_path_buf();
     let mut cmd = child_command(opts, seed)?;
     cmd.arg("--cgroup").arg(&dir);
-    let r = crate::bench_kernel::run_child(cmd, Some(&cgroup), || Zram::memory().0)?;
+    let r = ccvm_kernelswap::run_measured(cmd, Some(&cgroup), || Zram::memory().0)?;
     if !r.status.success() {
         bail!(
             "the kernel's run failed ({}); is the share too small for the child?",

@@ -1,14 +1,14 @@
 //! The children a comparison runs: each program or workload in its own
-//! process, placed in a memory cgroup before it starts (the kernel's runs
-//! and the meter of plain memory), or under `ccvm run` or `ccvm exec`
-//! (ccvm's runs), with its wall time, faults, memory and output checked.
+//! process, in a memory cgroup (the kernel's runs and the meter of plain
+//! memory) or under `ccvm run` or `ccvm exec` (ccvm's runs), each run with
+//! `ccvm_kernelswap::run_measured`, its faults, memory and output checked.
 
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
 
 use super::{Case, Job, PlainRun};
-use ccvm_kernelswap::Cgroup;
+use ccvm_kernelswap::{run_measured, Cgroup};
 
 /// A hash of a program's output, its checksum here.
 fn output_hash(bytes: &[u8]) -> u64 {
@@ -16,103 +16,6 @@ fn output_hash(bytes: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
     h.finish()
-}
-
-/// Makes `cmd`'s process join `cgroup` before it runs, with transparent
-/// huge pages off (4 KiB pages, as ccvm's regions use: with huge pages the
-/// kernel swaps 2 MiB folios, and its cgroup OOM killer ended runs while
-/// charging their swap-ins).
-fn in_cgroup(cmd: &mut Command, cgroup: Option<&Cgroup>) -> anyhow::Result<()> {
-    let procs = match cgroup {
-        Some(cg) => Some(std::ffi::CString::new(cg.procs().to_string_lossy().into_owned())?),
-        None => None,
-    };
-    // SAFETY: the hook runs in the child between fork and exec and makes
-    // only async-signal-safe calls (prctl, open, write, close).
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
-            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
-            if let Some(procs) = &procs {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // "0" names the writing process itself.
-                let ok = libc::write(fd, b"0\n".as_ptr().cast(), 2) == 2;
-                libc::close(fd);
-                if !ok {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        })
-    };
-    Ok(())
-}
-
-/// What a child run gave: its standard output, status, usage and wall time.
-pub(crate) struct ChildRun {
-    pub(crate) out: Vec<u8>,
-    pub(crate) status: std::process::ExitStatus,
-    usage: libc::rusage,
-    wall: std::time::Duration,
-    /// The peak of what `probe` sampled (compressed swap's pool).
-    pub(crate) probed: u64,
-}
-
-/// Runs `cmd` to its end, sampling `probe` every 10 ms and, if `cgroup`
-/// is given, flushing its statistics every 20 ms (the work-around in
-/// `docs/kernel.md`).
-pub(crate) fn run_child(mut cmd: Command, cgroup: Option<&Cgroup>, probe: fn() -> u64) -> anyhow::Result<ChildRun> {
-    cmd.stdout(Stdio::piped());
-    in_cgroup(&mut cmd, cgroup)?;
-    let started = std::time::Instant::now();
-    let mut child = cmd.spawn().context("starting the child")?;
-    let pid = child.id() as libc::pid_t;
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let (out, status, usage, wall, probed) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let mut peak = 0;
-            let mut tick = 0u64;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(probe());
-                if tick.is_multiple_of(2) {
-                    if let Some(cg) = cgroup {
-                        cg.flush_stats();
-                    }
-                }
-                tick += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            peak
-        });
-        let reader = s.spawn(move || {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut stdout, &mut bytes).map(|_| bytes)
-        });
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is valid; wait4 fills it.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: waiting for our own child, with valid out-pointers; it
-        // is reaped here, not by `child`.
-        let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        let wall = started.elapsed();
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let out = reader.join().expect("the reader does not panic");
-        let peak = sampler.join().expect("the sampler does not panic");
-        (out, (waited == pid).then_some(status), usage, wall, peak)
-    });
-    drop(child);
-    let out = out.context("reading the child's output")?;
-    let status = std::os::unix::process::ExitStatusExt::from_raw(status.context("waiting for the child")?);
-    Ok(ChildRun {
-        out,
-        status,
-        usage,
-        wall,
-        probed,
-    })
 }
 
 /// Runs the case's job unpaged, in `cgroup` if given: (its report, the
@@ -131,7 +34,7 @@ pub(super) fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64)
             cmd
         }
     };
-    let r = run_child(cmd, cgroup, probe)?;
+    let r = run_measured(cmd, cgroup, probe)?;
     if std::os::unix::process::ExitStatusExt::signal(&r.status) == Some(libc::SIGKILL) && cgroup.is_some() {
         bail!("killed by the cgroup's OOM killer");
     }
@@ -143,8 +46,8 @@ pub(super) fn plain_in(case: &Case, cgroup: Option<&Cgroup>, probe: fn() -> u64)
         Job::Program { .. } => PlainRun {
             checksum: output_hash(&r.out),
             wall_s: r.wall.as_secs_f64(),
-            major_faults: r.usage.ru_majflt as u64,
-            max_rss_bytes: r.usage.ru_maxrss as u64 * 1024,
+            major_faults: r.major_faults,
+            max_rss_bytes: r.max_rss_bytes,
         },
     };
     let held = cgroup.map_or(run.max_rss_bytes, Cgroup::peak_bytes) + r.probed;
@@ -178,7 +81,7 @@ pub(super) fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> an
                 .arg(format!("--reference={want:x}"))
                 .args(extra)
                 .stderr(Stdio::piped());
-            let r = run_child(cmd, Some(&meter), || 0)?;
+            let r = run_measured(cmd, Some(&meter), || 0)?;
             if !r.status.success() {
                 bail!("ccvm run failed ({})", r.status);
             }
@@ -201,7 +104,7 @@ pub(super) fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> an
                 .arg("--")
                 .args(command)
                 .stderr(Stdio::null());
-            let r = run_child(cmd, Some(&meter), || 0)?;
+            let r = run_measured(cmd, Some(&meter), || 0)?;
             if !r.status.success() {
                 bail!("ccvm exec {} failed ({})", command.join(" "), r.status);
             }

@@ -14,7 +14,6 @@ mod children;
 mod compare;
 mod measure;
 
-pub(crate) use children::run_child;
 use children::{ccvm_run, plain_in};
 use compare::{figure, kernel_config, print_comparison};
 
@@ -145,16 +144,11 @@ pub struct PlainRun {
 pub fn plain_child(workload: &str, size: u64, seed: u64) -> anyhow::Result<()> {
     let w = ccvm_workload::by_name(workload).map_err(anyhow::Error::msg)?;
     let (checksum, wall) = w.run_plain(size, seed);
-    // SAFETY: getrusage with a valid out-pointer.
-    let usage = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
+    use nix::sys::resource::{getrusage, UsageWho};
     let run = PlainRun {
         checksum,
         wall_s: wall.as_secs_f64(),
-        major_faults: usage.ru_majflt as u64,
+        major_faults: getrusage(UsageWho::RUSAGE_SELF).map_or(0, |u| u.major_page_faults() as u64),
         max_rss_bytes: 0,
     };
     outln!("{}", serde_json::to_string(&run)?)?;

@@ -60,8 +60,7 @@ fn preload_path() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("CCVM_PRELOAD") {
         return Ok(PathBuf::from(p));
     }
-    // SAFETY: geteuid cannot fail.
-    let dir = std::env::temp_dir().join(format!("ccvm-{}", unsafe { libc::geteuid() }));
+    let dir = std::env::temp_dir().join(format!("ccvm-{}", nix::unistd::geteuid()));
     ccvm_output::private_dir(&dir)?;
     // The name tells builds apart; the contents are what is checked.
     use std::hash::{Hash, Hasher};
@@ -159,7 +158,7 @@ fn run_program(command: &[String], env: &[(String, String)], quiet: bool) -> any
             .stderr(std::process::Stdio::null());
     }
     let started = Instant::now();
-    let forwarding = crate::signals::forwarding();
+    let forwarding = ccvm_output::interrupt::forwarding();
     let mut child = cmd.spawn().with_context(|| format!("running {}", command[0]))?;
     forwarding.started(child.id());
     let status = child.wait().context("waiting for the program")?;
@@ -220,7 +219,7 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     let mut cmd = Command::new(&opts.command[0]);
     cmd.args(&opts.command[1..]);
     let started = Instant::now();
-    let forwarding = crate::signals::forwarding();
+    let forwarding = ccvm_output::interrupt::forwarding();
     let mut child = cmd.envs(env).spawn().with_context(|| format!("running {program}"))?;
     let pid = child.id();
     forwarding.started(pid);

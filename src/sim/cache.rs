@@ -16,7 +16,7 @@ use rayon::prelude::*;
 pub fn record(program: &OsString, args: &[OsString], out: &Path, limit: Option<u64>) -> anyhow::Result<()> {
     let file = ccvm_output::OutputFile::create(out)?;
     let started = std::time::Instant::now();
-    let forwarding = crate::signals::forwarding();
+    let forwarding = ccvm_output::interrupt::forwarding();
     let (file, r) =
         ccvm_cachesim::record::record_with(program, args, std::io::BufWriter::new(file), limit, &mut |pid| {
             forwarding.started(pid)

@@ -1,6 +1,7 @@
 //! The kernel's own compressed swap, set up for one run and torn down
 //! after it: a memory cgroup that limits a program ([`Cgroup`]), and zram
-//! ([`Zram`]) or zswap ([`Zswap`]) behind it. `ccvm bench kernel` and
+//! ([`Zram`]) or zswap ([`Zswap`]) behind it, and a program run to its end
+//! in such a group, measured ([`run_measured`]). `ccvm bench kernel` and
 //! `ccvm bench faults` compare ccvm against what these set up.
 //!
 //! The primary abstraction is the setup guard: each piece is a value
@@ -20,6 +21,10 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 #![deny(missing_docs)]
+
+mod child;
+
+pub use child::{run_measured, Measured};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

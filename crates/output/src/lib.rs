@@ -29,6 +29,10 @@
 //! descriptors and write to a duplicate of the descriptor, whatever it is
 //! open on (a shell's `> file` included).
 //!
+//! An interrupted command removes what it was staging before it dies of
+//! the signal ([`interrupt`]); while it waits for a program of the user's,
+//! the signal is forwarded to the program instead.
+//!
 //! New files get mode `0666` less the umask, like any program's output;
 //! files that must stay private (swap files, which hold a program's memory)
 //! use [`private_file`], mode `0600` from the moment they exist, and a cache
@@ -50,6 +54,7 @@
 
 mod dir;
 mod file;
+pub mod interrupt;
 mod private;
 mod staged;
 

@@ -29,11 +29,13 @@
 //! ```
 #![deny(missing_docs)]
 
+mod cold;
 pub mod format;
 mod map;
 mod read;
 mod write;
 
+pub use cold::{disk_bytes_read, drop_from_page_cache, PlainMapping};
 pub use map::Mapping;
 pub use read::{Packed, ReadOptions, ReadStats};
 pub use write::{pack, pack_file, PackSummary};

@@ -108,8 +108,9 @@
 //!   pages than it leaves, whatever the target; below it, the miniatures
 //!   measure it as a split of its own. The fixed shares are steps of 10
 //!   to 25% of memory, and a program's footprint falls between two of
-//!   them: on `ccvm bench faults` it fits at 43%, where 37% sent 2,330
-//!   pages to disk and 50% took 8% more cache faults.
+//!   them, where the share below it pages to disk and the share above it
+//!   takes needless cache faults (`docs/results.md`, "The policy's own
+//!   memory, and the share at which a program fits").
 //! * **On a mechanism that sees only faults** (the live runtime, told by
 //!   [`Policy::faults_only`]), the recency order holds only faults: it
 //!   cannot say what running uncompressed would have cost, and the
@@ -121,8 +122,8 @@
 //!   guard then counts a compression as spent only once its page has left
 //!   the cache: the splits have measured that the hits come, and charging
 //!   the cache's whole content up front stopped every share before its
-//!   first hit (sortmerge live: 344 cache faults in a run where the
-//!   paper's policy serves 10,000 from the cache).
+//!   first hit (`docs/results.md`, "Live: the splits measured on a
+//!   sample, and no harm").
 
 use crate::levels::Levels;
 use crate::miniature::Miniatures;
@@ -574,8 +575,7 @@ impl Policy for Adaptive {
         // The recency order and decay keep the size they were made with:
         // the mechanism's share moves by a few percent. The miniatures
         // follow, since a few percent decide whether a program's
-        // footprint fits (`ccvm bench faults`: sized at the start, the
-        // 37% split fitted in the sample and spilled 400 pages live).
+        // footprint fits (see `Miniatures::set_frames`).
         self.ram = ram_bytes;
         self.frames = ((ram_bytes / self.page_size) as usize).max(2);
         if let Some(m) = &mut self.minis {

@@ -31,19 +31,18 @@
 //! * S is a power of two chosen so that the miniatures keep at least 512
 //!   frames (or all M, for a memory of fewer), and at most 64. An
 //!   estimate's error falls as the sampled pages that fault grow, and
-//!   every watched touch costs a fault (a 2 µs median to serve, plus the
-//!   fault and the move); live, on hashindex in 32 MiB, S = 16 (512 frames) put `none`
-//!   at 185,000 disk faults against its 175,446, S = 32 at 173,000, and
-//!   S = 64 (128 frames) at 145,000, with 87,000, 44,000 and 22,000
-//!   watched touches.
+//!   every watched touch costs a fault: 512 frames is where the estimate
+//!   came within a few percent live while the watching stayed a small
+//!   share of the faults (`docs/results.md`, "Why the policy's and the
+//!   helper's constants are what they are").
 //! * Watching is bounded by thinning: once 512 watched touches have been
 //!   seen at a rate, if they exceed one in eight of the run's faults, the
 //!   rate doubles (down to 64 sampled frames). The pages the doubled rate
 //!   still samples stay where they were in every split, so nothing is
-//!   restarted; the hash makes the new sample a subset of the old. Live,
-//!   a watched touch is served in a 2 µs median and a disk fault in 40
-//!   to 50 µs, so one watch per eight faults keeps the watching a small
-//!   share of the paging.
+//!   restarted; the hash makes the new sample a subset of the old. A
+//!   watched touch costs a small fraction of a disk fault (the frame is
+//!   moved back, nothing is decoded), so one watch per eight faults keeps
+//!   the watching a small share of the paging.
 //! * A watched page's touch tells the policy nothing else: the sampled
 //!   pages are replaced as every other page is, so the run measured is the
 //!   run that would have happened unwatched.
@@ -71,15 +70,16 @@
 //!   came back.
 //! * The policy moves to the cheapest split only when the current one costs
 //!   more by one standard error of the two costs (each a decayed count of
-//!   sampled events): [`Miniatures::best_from`]. Switching on noise moved
-//!   the CPython cache's split 180 times in a run, and 6 times with it.
+//!   sampled events): [`Miniatures::best_from`], since switching on noise
+//!   moves the split back and forth (`docs/results.md`, "The start, the
+//!   guard's noise, and the splits' own memory").
 //! * One split may move: `adaptive-safe`'s fitting share (see
 //!   `Adaptive`), set by [`Miniatures::set_share`]. It always runs, and
 //!   its pages stay where they are when it moves. Every split is resized
-//!   when the policy's memory changes ([`Miniatures::set_frames`]): sized
-//!   once at the start, the splits measured 3% more memory than the run
-//!   had after ccvm's own tables grew, enough for a split that fitted the
-//!   sample to spill 400 pages live.
+//!   when the policy's memory changes ([`Miniatures::set_frames`]): the
+//!   run's memory shrinks as ccvm's own tables grow, and splits sized at
+//!   the start would then measure more memory than the run has, enough
+//!   for a split that fits the sample to spill live.
 //! * A small budget samples at least one page in [`MIN_RATE`] (down to the
 //!   floor of frames): the splits' tables are charged to the budget they
 //!   size, and at every page of a 3 MiB budget they took a quarter of it.

@@ -75,6 +75,42 @@ pub fn mount(fs: Fs, dir: &Path) -> Result<Usage, String> {
     Ok(usage)
 }
 
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT unmount `dir` (lazily), which ends
+/// the session (SIGKILL cannot be caught: the next mount says what to do):
+/// the signals are blocked in every thread and taken by one that waits.
+/// Call it before [`mount`], from the thread that will mount, so that the
+/// threads serving the filesystem inherit the mask.
+///
+/// # Errors
+///
+/// If the signals cannot be blocked, or `dir` holds a NUL byte.
+pub fn unmount_on_signal(dir: &Path) -> Result<(), String> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: a path with a NUL byte cannot be mounted on", dir.display()))?;
+    // SAFETY: a zeroed sigset initialised by sigemptyset and filled.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::sigaddset(&mut set, sig);
+        }
+        set
+    };
+    // SAFETY: blocking four signals in this thread; threads made after
+    // inherit the mask.
+    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+        return Err("cannot block SIGINT, SIGTERM, SIGHUP and SIGQUIT".into());
+    }
+    std::thread::spawn(move || {
+        let mut sig = 0;
+        // SAFETY: waiting for one of the blocked signals.
+        unsafe { libc::sigwait(&set, &mut sig) };
+        // SAFETY: a lazy unmount of our mount point.
+        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+    });
+    Ok(())
+}
+
 /// Checks that `dir` can be mounted on: FUSE is there, and `dir` is an
 /// empty directory.
 ///

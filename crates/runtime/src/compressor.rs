@@ -13,15 +13,12 @@
 //!
 //! # Why a process and not a thread
 //!
-//! A thread was tried first and was slower: on `ccvm run --workload
-//! hashindex --size 256M --ram 134M` the run took 47.4 s with it against
-//! 36.1 s without, a cache fault's service rising from 4.3 to 9.8 µs
-//! (median). With a second thread of the process running on the other
-//! CPU, every `UFFDIO_MOVE` the fault path makes must flush that CPU's TLB
-//! too, by an inter-processor interrupt the mover waits for
-//! (`smp_call_function_many_cond`: 14% of all cycles, about 2.8 µs per
-//! move on this virtual machine). A process has its own address space:
-//! the program's page-table changes never interrupt it.
+//! A thread was tried first and was slower than no helper at all: with a
+//! second thread of the process running on the other CPU, every
+//! `UFFDIO_MOVE` the fault path makes must flush that CPU's TLB too, by an
+//! inter-processor interrupt the mover waits for. A process has its own
+//! address space: the program's page-table changes never interrupt it.
+//! (`docs/kernel.md`, "What did not pay", has the measurement.)
 //!
 //! # Choices
 //!
@@ -33,10 +30,12 @@
 //! * The ring is single-producer, single-consumer and in order: the pager
 //!   pushes, the helper finishes entries in push order and advances one
 //!   counter, the pager collects up to it. [`RING`] entries (512 KiB,
-//!   charged to the RAM budget like the rest of ccvm's memory; 128 ran a
-//!   compression-heavy run, graph 128M in 96M at `fixed50`, 5–8% faster
-//!   than 32, and 64 halves what 128 holds): a full ring means the helper
-//!   is behind, and the faulting thread compresses that page itself.
+//!   charged to the RAM budget like the rest of ccvm's memory): enough
+//!   for the helper to keep up with a compression-heavy run, few enough to
+//!   be a small share of a budget (`docs/results.md`, "Why the policy's
+//!   and the helper's constants are what they are"). A full ring means
+//!   the helper is behind, and the faulting thread compresses that page
+//!   itself.
 //! * A fault on a page still in the ring is served from the ring: if the
 //!   helper has finished it, it is collected first; if not, the faulting
 //!   thread compresses the copy itself and the helper's result is dropped
@@ -47,13 +46,12 @@
 //!   mapping only after [`NAPS`] naps found nothing. The pager wakes a
 //!   sleeping helper when [`WAKE_BATCH`] pages wait, and a napping one
 //!   only when half the ring waits. Why: a wake-up is a futex system call
-//!   and an inter-processor interrupt, paid by the faulting thread. Woken
-//!   every eight pages, the helper still cost the CPython key-value cache
-//!   (`ccvm exec --ram 178M --policy fixed20 -- python3
-//!   docs/programs/kvcache.py`) 10% of its program thread's cycles in
-//!   `futex_wake`, because the helper finished each batch and fell asleep
-//!   before the next; a nap's timer fires on the helper's own CPU and
-//!   costs the program nothing. The price: up to a nap's worth of evicted
+//!   and an inter-processor interrupt, paid by the faulting thread, and a
+//!   helper woken every few pages finishes each batch and falls asleep
+//!   before the next, so the program pays a wake-up per batch
+//!   (`docs/kernel.md`, "A helper that naps instead of being woken"); a
+//!   nap's timer fires on the helper's own CPU and costs the program
+//!   nothing. The price: up to a nap's worth of evicted
 //!   pages waits uncompressed in the ring, which is memory the ring holds
 //!   anyway, and an idle helper wakes [`NAPS`] times before it sleeps.
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -145,10 +143,9 @@ pub(crate) struct Helper {
 
 /// How long a reading of the helper's private memory stands. Reading it
 /// walks every mapping of the helper's (`smaps_rollup`), which it shares
-/// with the program it was forked from: read at every refresh of the
-/// overhead (every 512 faults) it took a fifth of a fault's time in
-/// `ccvm bench faults` (4.5 µs a fault; kernel time under `Pager::after_touch`
-/// in `perf`), while the memory it measures grows slowly.
+/// with the program it was forked from, so it is dear, while the memory it
+/// measures grows slowly (`docs/results.md`, "Why the policy's and the
+/// helper's constants are what they are").
 const PRIVATE_READ_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 // SAFETY: the shared mapping is owned by the helper value; the pager that

@@ -80,6 +80,7 @@ pub mod delay;
 mod exec;
 pub mod fds;
 pub mod ffi;
+pub mod floor;
 mod frames;
 pub mod guard;
 mod helper_maps;

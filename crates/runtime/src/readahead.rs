@@ -3,9 +3,9 @@
 //! decompressed (or read) and mapped before the program reaches them. Runs
 //! of first touches are read ahead the same way, as zeros.
 //!
-//! A cache fault costs the program a signal delivery and return (about
-//! 4 µs here, measured with `perf` on `ccvm run --workload graph --size
-//! 256M --ram 227M`) besides the decompression and the map. A page read
+//! A cache fault costs the program a signal delivery and return besides
+//! the decompression and the map (`docs/kernel.md`, "What a cache fault
+//! costs", breaks it down). A page read
 //! ahead pays only the decompression and the map, and when the program
 //! then touches it nothing faults. The kernel reads ahead from swap
 //! devices (`vm.page-cluster`) but not from zram, whose reads it treats

@@ -18,10 +18,11 @@ impl Adaptive {
 
     /// Adds `none`'s disk faults estimated since the last call to its
     /// cost, at today's price of a disk fault. Repricing the whole
-    /// estimate instead, when the runtime's measured price moved, moved
-    /// the baseline under the guard's feet: a price falling from 300 to
-    /// 130 µs made compression's past look like a loss of half of
-    /// everything and stopped it for the rest of the run.
+    /// estimate instead, when the runtime's measured price moved, would
+    /// move the baseline under the guard's feet: a falling price makes
+    /// compression's past look like a loss and stops it for the rest of
+    /// the run (`docs/results.md`, "Wide shares for pages that compress
+    /// well, and a guard that holds its price").
     pub(super) fn sync_baseline(&mut self) {
         if let Some(m) = &self.minis {
             let faults = m.none_disk_faults();
@@ -52,9 +53,10 @@ impl Adaptive {
     ///
     /// With measured splits, `none`'s cost is an estimate from a sample,
     /// a few percent off either way, while the policy's own cost is
-    /// counted exactly: compared whole, an estimate 2.5% low kept graph at
-    /// 0% for a whole run that the splits said a 50% cache would halve
-    /// (`ccvm run --workload graph --size 128M --ram 110M`). So the two are
+    /// counted exactly: compared whole, an estimate a little low keeps a
+    /// program at 0% for a whole run that a cache would have halved
+    /// (`docs/results.md`, "Why the policy's and the helper's constants
+    /// are what they are"). So the two are
     /// compared only over the stretches in which the policy compressed (a
     /// target above 0), and there the estimate is corrected by what the
     /// stretches at 0% measured: at 0% the policy *is* `none`, up to the

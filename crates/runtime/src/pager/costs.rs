@@ -5,11 +5,10 @@
 //! constants (`--disk-cost`, `--cache-cost`). The cache's constant is its
 //! whole cost to the program (service, signal, maps, the eviction it
 //! causes); the disk's depends on the disk, which varies a hundredfold
-//! between machines. On this project's virtual disk a swap-file fault took
-//! 120–170 µs to serve (median) against the 100 µs default, so the policy
-//! undervalued keeping pages off the disk: the CPython key-value cache at
-//! `--ram 178M` took 50,000–65,000 swap-file faults under the default
-//! policy where a fixed 20% cache took none.
+//! between machines. A constant below the machine's real price makes the
+//! policy undervalue keeping pages off the disk, and a program then takes
+//! swap-file faults that a fixed cache would have saved (`docs/results.md`,
+//! "Disk faults priced as measured").
 //!
 //! # Choice
 //!

@@ -1,4 +1,6 @@
-//! What ccvm does when it is sent SIGINT, SIGTERM, SIGHUP or SIGQUIT.
+//! What a ccvm command does when it is sent SIGINT, SIGTERM, SIGHUP or
+//! SIGQUIT: the outputs it is staging are removed, or the signal is the
+//! program's it runs.
 //!
 //! While ccvm waits for a program of the user's (`exec`, `trace --exec`,
 //! `sim record-lines`), the signal is the program's: a signal sent to
@@ -38,7 +40,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
         }
         return;
     }
-    ccvm_output::remove_staged();
+    crate::remove_staged();
     // SAFETY: restoring the default action and raising the signal again,
     // both async-signal-safe, so the process ends as the signal asks.
     unsafe {
@@ -48,6 +50,14 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
 }
 
 /// Installs the handlers, once, at start-up.
+///
+/// ```
+/// ccvm_output::interrupt::install();
+/// let forwarding = ccvm_output::interrupt::forwarding();
+/// let child = std::process::Command::new("true").spawn()?;
+/// forwarding.started(child.id());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn install() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         // SAFETY: a zeroed sigaction is valid; the handler has the
