@@ -67,7 +67,13 @@
 //!   holding what the others leave and at least an equal share.
 //! * The swap file (`swap` module) and the fault handler (`pager` module)
 //!   state their own choices: clustered direct writes with per-page CRCs
-//!   kept in memory; write-safe eviction; one pager lock per region.
+//!   kept in memory; write-safe eviction; one pager lock per region. The
+//!   pager serves each page state in a function of its own, hands an
+//!   evicted page's bytes on as a value the eviction owns (a copied
+//!   buffer or a parked frame), and tells its observers (the statistics
+//!   and the trace) what happens without knowing them.
+//! * [`floor`] is the least pager of this design (trap and move, nothing
+//!   else), the floor `ccvm bench faults` measures ccvm against.
 //! * userfaultfd itself is reached through a few ioctls declared here
 //!   (`uffd` module), so that building needs no libclang.
 #![deny(missing_docs)]
