@@ -59,8 +59,11 @@ fn main() {
     }
     for ((name, (c, d)), p) in args.iter().zip(best).zip(&packed) {
         let raw = p.iter().filter(|q| q.is_empty()).count();
+        // A page kept raw takes a whole page, as the store keeps it.
+        let stored: usize = p.iter().map(|q| if q.is_empty() { PAGE_SIZE } else { q.len() }).sum();
+        let ratio = (p.len() * PAGE_SIZE) as f64 / stored.max(1) as f64;
         println!(
-            "{name:14} compress {c:6.0} ns/page  decompress {d:6.0} ns/page  raw {raw} of {}",
+            "{name:14} compress {c:6.0} ns/page  decompress {d:6.0} ns/page  raw {raw} of {}  ratio {ratio:.3}",
             p.len()
         );
     }

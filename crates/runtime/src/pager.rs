@@ -45,7 +45,7 @@ use ccvm_policy::{Action, Policy};
 use ccvm_store::{Store, StoreError};
 use ccvm_trace::TraceWriter;
 
-use crate::aligned::{AlignedBuf, ZeroTable};
+use crate::aligned::AlignedBuf;
 use crate::compressor::{Finished, Helper};
 use crate::frames::Frames;
 use crate::protections::Protections;
@@ -67,15 +67,16 @@ mod overhead;
 mod room;
 mod serve;
 mod share;
+mod table;
 
 pub(crate) use lock::{lock, Locked};
 
 pub(crate) use share::start_trimmer;
 pub use share::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
 
-use disk::DiskSlots;
 use observe::{Event, Observers, Statistics, Tracing};
 use overhead::Overhead;
+use table::{PageState, PageTable};
 
 /// Where a page's bytes are while it is rebuilt or evicted.
 #[derive(Clone, Copy)]
@@ -89,47 +90,14 @@ enum Target {
 /// Exit status when paging cannot go on safely.
 pub const FATAL_EXIT: i32 = 3;
 
-/// Where a page is: the four places of `ccvm_policy::Level` (`New`,
-/// `Uncompressed`, `Compressed`, `Disk`, named as the policy and the
-/// simulator name them), and three ways of being in one of them that only
-/// the mechanism sees (`Trapped` and `Zero`, `Pending`).
-///
-/// repr(u8), New first: zeroed memory holds New pages (see `untouched`).
-#[derive(Clone, Copy)]
-#[repr(u8)]
-enum PageState {
-    // Made only as zeroed memory, by `untouched`.
-    #[allow(dead_code)]
-    New = 0,
-    /// Uncompressed and mapped in the region.
-    Uncompressed,
-    /// Uncompressed, its frame in its shadow slot: a touch faults.
-    Trapped,
-    /// Evicted, copied into the helper process's ring to be compressed
-    /// there (see the `compressor` module); compressed as far as the
-    /// policy knows.
-    Pending,
-    /// In the compression cache.
-    Compressed,
-    /// In the swap file, at the slot kept at this index of `disk`.
-    Disk(u32),
-    /// New, only read so far: mapped as the zero page, write-protected;
-    /// holds no memory and is not in the policy.
-    Zero,
-}
-
 pub(crate) struct Pager {
     /// What it was made of: the region and the levels that hold its pages.
     pub parts: PagerParts,
     snapshot: RuntimeStats,
-    state: ZeroTable<PageState>,
-    /// The swap-file slots of the pages on disk.
-    disk: DiskSlots,
-    /// Pages that have left `New`: the state table holds memory for them.
-    seen: usize,
+    /// Where every page is.
+    pages: PageTable,
     /// ccvm's own memory charged to the budget (see `overhead`).
     overhead: Overhead,
-    resident: usize,
     actions: Vec<Action>,
     /// Pages the swap file's cleaner moved, with their new slots.
     moved: Vec<(u64, SwapSlot)>,
@@ -162,14 +130,9 @@ pub(crate) struct Pager {
     pub(crate) protections: Protections,
     /// Service times told to the policy (see the `costs` module).
     costs: Option<costs::CostMeter>,
-    /// The budget this process shares with those it forked or was forked
-    /// from (see the `tree` module), and what it may hold of it now.
-    tree: Option<crate::tree::Tree>,
-    allowance: u64,
-    /// Faults until the tree's table is read again.
-    tree_countdown: u32,
-    /// Whether this process runs the tree's thread (see `share`).
-    trimming: bool,
+    /// The budget this process shares with its process tree, and what it
+    /// may hold of it now (see `share`).
+    share: share::Share,
     /// Who is told what happens: statistics and tracing (see `observe`).
     observers: Observers,
 }
@@ -184,10 +147,6 @@ fn fatal(what: impl std::fmt::Display) -> ! {
     // SAFETY: _exit ends the process at once; nothing runs after it.
     unsafe { libc::_exit(FATAL_EXIT) }
 }
-
-// SAFETY: repr(u8) with `New` = 0 and plain-data fields: all-zero bytes
-// are a `New` page.
-unsafe impl crate::aligned::Zeroable for PageState {}
 
 /// What a pager is made of: the region it serves and the parts that hold
 /// its pages.
@@ -241,14 +200,11 @@ impl Pager {
         }
         let protections = Protections::for_region(parts.base, parts.pages);
         Pager {
-            state: ZeroTable::new(parts.pages),
-            disk: DiskSlots::default(),
-            seen: 0,
+            pages: PageTable::new(parts.pages),
             overhead: Overhead::new(parts.alloc_base, parts.split.policy_ram(parts.split.ram_bytes)),
-            allowance: parts.split.ram_bytes,
+            share: share::Share::alone(parts.split.ram_bytes),
             parts,
             snapshot: RuntimeStats::default(),
-            resident: 0,
             actions: Vec::new(),
             moved: Vec::new(),
             page: AlignedBuf::new(PAGE_SIZE),
@@ -265,9 +221,6 @@ impl Pager {
             write_scan: None,
             protections,
             costs: None,
-            tree: None,
-            tree_countdown: 0,
-            trimming: false,
             observers,
         }
     }
@@ -305,10 +258,10 @@ impl Pager {
         let Some(scan) = &mut self.write_scan else {
             return;
         };
-        if !scan.due(self.resident) {
+        if !scan.due(self.pages.resident) {
             return;
         }
-        let (state, policy, actions) = (&self.state, &mut self.parts.policy, &mut self.actions);
+        let (state, policy, actions) = (&self.pages, &mut self.parts.policy, &mut self.actions);
         let result = scan.scan(self.parts.base, |page| {
             if matches!(state[page], PageState::Uncompressed) {
                 policy.referenced(page as u64, actions);
@@ -334,7 +287,7 @@ impl Pager {
         };
         helper.collect(|f: Finished<'_>| {
             let page = f.page as usize;
-            debug_assert!(matches!(self.state[page], PageState::Pending));
+            debug_assert!(matches!(self.pages[page], PageState::Pending));
             match self.parts.store.put_stored(f.page, f.stored, f.bytes) {
                 Ok(len) => self.compressed(page, len, true),
                 // The policy must make room first: the path without a helper.
@@ -366,21 +319,21 @@ impl Pager {
     pub fn discard(&mut self, pages: std::ops::Range<usize>) {
         self.collect_finished();
         self.run_actions();
-        for page in pages.start..pages.end.min(self.state.len()) {
-            if matches!(self.state[page], PageState::Pending) {
+        for page in pages.start..pages.end.min(self.pages.len()) {
+            if matches!(self.pages[page], PageState::Pending) {
                 self.complete_pending(page);
                 self.run_actions();
             }
-            match self.state[page] {
+            match self.pages[page] {
                 PageState::Compressed => {
                     if let Err(e) = self.parts.store.put(page as u64, &[0u8; PAGE_SIZE]) {
                         fatal(format!("dropping page {page} from the compression cache: {e}"));
                     }
                 }
                 PageState::Disk(i) => {
-                    self.parts.swap.forget(page as u64, self.disk.get(i));
+                    self.parts.swap.forget(page as u64, self.pages.disk.get(i));
                     match self.parts.swap.write(page as u64, ccvm_store::Stored::Same(0), &[]) {
-                        Ok(zero) => self.disk.set(i, zero),
+                        Ok(zero) => self.pages.disk.set(i, zero),
                         Err(e) => fatal(e),
                     }
                 }

@@ -4,17 +4,27 @@
 
 use ccvm_codec::{by_name, Codec};
 
-/// The corpus files (from `--corpus DIR`, else the bundled corpus) and the
-/// codec names left in the arguments.
+/// The first corpus folder and the files of all (from `--corpus DIR`,
+/// repeatable, else the bundled corpus), and the codec names left in the
+/// arguments.
 ///
 /// # Panics
 ///
 /// If the corpus does not load (an example's way of saying so).
 pub fn corpus_and_names() -> (std::path::PathBuf, Vec<ccvm_corpus::PageFile>, Vec<String>) {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let dir = take_value(&mut args, "--corpus").map_or_else(ccvm_corpus::default_dir, std::path::PathBuf::from);
-    let files = ccvm_corpus::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    (dir, files, args)
+    let mut dirs = Vec::new();
+    while let Some(d) = take_value(&mut args, "--corpus") {
+        dirs.push(std::path::PathBuf::from(d));
+    }
+    if dirs.is_empty() {
+        dirs.push(ccvm_corpus::default_dir());
+    }
+    let files = dirs
+        .iter()
+        .flat_map(|d| ccvm_corpus::load_dir(d).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    (dirs.swap_remove(0), files, args)
 }
 
 /// The value after `flag` in `args`, taking both out of `args`; `None`

@@ -57,7 +57,7 @@ impl Pager {
     /// `None` if it must stay mapped.
     pub(super) fn evict(&mut self, page: usize) -> Option<Evicted> {
         let addr = self.addr(page);
-        if matches!(self.state[page], PageState::Trapped) {
+        if matches!(self.pages[page], PageState::Trapped) {
             self.evicted_one(page);
             let frames = self.frames.as_ref().expect("a trapped page has frames");
             return Some(Evicted::Parked(frames.parked(page)));
@@ -120,7 +120,7 @@ impl Pager {
 
     /// Resident page `page` has left memory.
     pub(super) fn evicted_one(&mut self, page: usize) {
-        self.resident -= 1;
+        self.pages.resident -= 1;
         if let Some(traps) = &mut self.traps {
             traps.evicted(page as u64);
         }
@@ -144,14 +144,14 @@ impl Pager {
     /// Page `page` is at `slot` in the swap file; the cleaner runs, and
     /// the pages it moved take their new slots.
     fn on_disk(&mut self, page: usize, slot: SwapSlot) {
-        self.state[page] = PageState::Disk(self.disk.put(slot));
+        self.pages[page] = PageState::Disk(self.pages.disk.put(slot));
         let mut moved = std::mem::take(&mut self.moved);
         if let Err(e) = self.parts.swap.clean(&mut moved) {
             fatal(e);
         }
         for (p, slot) in moved.drain(..) {
-            match self.state[p as usize] {
-                PageState::Disk(i) => self.disk.set(i, slot),
+            match self.pages[p as usize] {
+                PageState::Disk(i) => self.pages.disk.set(i, slot),
                 _ => debug_assert!(false, "a page moved in the swap file is on disk"),
             }
         }
@@ -161,7 +161,7 @@ impl Pager {
     pub(super) fn act(&mut self, action: Action) {
         match action {
             Action::Compress(p) | Action::SwapOut(p)
-                if self.pinned(p as usize) && self.pinned_streak <= self.resident + 16 =>
+                if self.pinned(p as usize) && self.pinned_streak <= self.pages.resident + 16 =>
             {
                 self.keep_mapped(action);
             }
@@ -179,7 +179,7 @@ impl Pager {
                     }
                     (Some(helper), _) if helper.has_room() => {
                         helper.push(p, bytes);
-                        self.state[page] = PageState::Pending;
+                        self.pages[page] = PageState::Pending;
                     }
                     _ => self.compress(page, bytes),
                 }
@@ -188,7 +188,7 @@ impl Pager {
             Action::Watch(p) => {
                 let page = p as usize;
                 // Only a mapped page: any other faults at its next touch anyway.
-                if matches!(self.state[page], PageState::Uncompressed) && self.park(page) {
+                if matches!(self.pages[page], PageState::Uncompressed) && self.park(page) {
                     self.observers.observe(Event::Watched);
                 }
             }
@@ -215,7 +215,7 @@ impl Pager {
             return;
         };
         self.pinned_streak += 1;
-        if self.pinned_streak > 2 * self.resident + 64 {
+        if self.pinned_streak > 2 * self.pages.resident + 64 {
             // Every resident page refused to leave: stopping beats looping.
             fatal("the kernel refuses to move any resident page out of the heap; run without --write-scan");
         }
@@ -252,7 +252,7 @@ impl Pager {
     /// `page` is in the store, in `len` bytes (compressed by the helper
     /// if `background`): the observers and the policy are told.
     pub(super) fn compressed(&mut self, page: usize, len: usize, background: bool) {
-        self.state[page] = PageState::Compressed;
+        self.pages[page] = PageState::Compressed;
         self.observers.observe(Event::Compressed { len, background });
         self.parts
             .policy

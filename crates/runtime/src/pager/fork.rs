@@ -79,10 +79,10 @@ impl Pager {
             self.complete_pending(page as usize);
             self.run_actions();
         }
-        for page in 0..self.state.len() {
-            if matches!(self.state[page], PageState::Trapped) {
+        for page in 0..self.pages.len() {
+            if matches!(self.pages[page], PageState::Trapped) {
                 self.map_page(page, Target::Frame(page));
-                self.state[page] = PageState::Uncompressed;
+                self.pages[page] = PageState::Uncompressed;
                 if let Some(traps) = &mut self.traps {
                     traps.untrap(page as u64);
                 }
@@ -115,7 +115,7 @@ impl Pager {
     pub(crate) fn adopt_in_child(&mut self) -> Result<(), String> {
         let uffd = Uffd::open_with(true, false).map_err(|e| e.to_string())?;
         // The region's pages, less those another mapping replaced.
-        let pages = self.state.len();
+        let pages = self.pages.len();
         let mut start = 0;
         let mut runs = Vec::new();
         for (run, _) in self
@@ -155,12 +155,12 @@ impl Pager {
         // Zero pages: protected again, a run at a time.
         let mut page = 0;
         while page < pages {
-            if !matches!(self.state[page], PageState::Zero) {
+            if !matches!(self.pages[page], PageState::Zero) {
                 page += 1;
                 continue;
             }
             let first = page;
-            while page < pages && matches!(self.state[page], PageState::Zero) {
+            while page < pages && matches!(self.pages[page], PageState::Zero) {
                 page += 1;
             }
             let (addr, len) = (self.addr(first), (page - first) * PAGE_SIZE);
@@ -182,9 +182,9 @@ impl Pager {
             helper.abandon();
         }
         let mut written = 0;
-        for page in 0..self.state.len() {
+        for page in 0..self.pages.len() {
             if matches!(
-                self.state[page],
+                self.pages[page],
                 PageState::New | PageState::Zero | PageState::Uncompressed
             ) {
                 continue;
@@ -201,14 +201,14 @@ impl Pager {
             // SAFETY: a page of the region, which is mapped in the child
             // and not registered: a write allocates it.
             let out = unsafe { std::slice::from_raw_parts_mut(addr, PAGE_SIZE) };
-            match self.state[page] {
+            match self.pages[page] {
                 PageState::Compressed => {
                     if let Err(e) = self.parts.store.get(page as u64, out) {
                         fatal(e);
                     }
                 }
                 PageState::Disk(i) => {
-                    let slot = self.disk.take(i);
+                    let slot = self.pages.disk.take(i);
                     let stored = match self.parts.swap.read(page as u64, slot, &mut self.payload) {
                         Ok(s) => s,
                         Err(e) => fatal(e),
@@ -223,7 +223,7 @@ impl Pager {
             if reprotect {
                 mprotect(addr, prot);
             }
-            self.state[page] = PageState::Uncompressed;
+            self.pages[page] = PageState::Uncompressed;
             written += 1;
         }
         written

@@ -84,7 +84,7 @@ impl Pager {
         if let Err(e) = self.parts.uffd.write_protect(self.addr(page), PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
         }
-        self.state[page] = PageState::Zero;
+        self.pages[page] = PageState::Zero;
     }
 
     /// Maps the kernel's zero page at `page`; if something is mapped there

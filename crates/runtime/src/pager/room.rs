@@ -44,7 +44,7 @@ impl Pager {
         };
         let parked = frames.park(&self.parts.uffd, page, addr).is_ok();
         if parked {
-            self.state[page] = PageState::Trapped;
+            self.pages[page] = PageState::Trapped;
         }
         parked
     }
@@ -60,7 +60,7 @@ impl Pager {
     pub(super) fn keep_within_ram(&mut self) {
         if self.overhead.due() {
             self.overhead.set(overhead::Parts {
-                states: (self.seen * std::mem::size_of::<PageState>()) as u64,
+                states: (self.pages.seen * std::mem::size_of::<PageState>()) as u64,
                 spare: self.frames.as_ref().map_or(0, Frames::spare_bytes),
                 helper: self.helper.as_ref().map_or(0, Helper::memory),
                 store_books: self.parts.store.stats().metadata_bytes,
@@ -68,10 +68,13 @@ impl Pager {
             self.observers.observe(Event::Overhead(self.overhead.bytes));
         }
         self.consult_tree(false);
-        if let Some(ram) = self.overhead.policy_ram(self.parts.split.policy_ram(self.allowance)) {
+        if let Some(ram) = self
+            .overhead
+            .policy_ram(self.parts.split.policy_ram(self.share.allowance))
+        {
             self.parts.policy.set_ram(ram);
         }
-        let over = |p: &Pager| p.charge() > p.allowance;
+        let over = |p: &Pager| p.charge() > p.share.allowance;
         if !over(self) {
             return;
         }
@@ -84,8 +87,8 @@ impl Pager {
         // A share of a tree's budget cut at once (see `tree`): uncompressed
         // pages leave too, each at most once (one that cannot leave is
         // kept mapped and comes back to the policy).
-        if self.allowance < self.parts.split.ram_bytes {
-            let mut tries = self.resident;
+        if self.share.allowance < self.parts.split.ram_bytes {
+            let mut tries = self.pages.resident;
             while over(self) && tries > 0 && self.parts.policy.shrink(&mut self.actions) {
                 tries -= 1;
                 self.run_actions();

@@ -19,10 +19,10 @@ impl Pager {
     /// the faulting thread.
     pub fn handle(&mut self, fault: Fault) {
         let page = fault.addr.wrapping_sub(self.parts.base) / PAGE_SIZE;
-        if page >= self.state.len() {
+        if page >= self.pages.len() {
             return;
         }
-        if fault.write_protect && matches!(self.state[page], PageState::Zero) {
+        if fault.write_protect && matches!(self.pages[page], PageState::Zero) {
             self.serve(page, true);
         } else if fault.write_protect {
             self.observers.observe(Event::Repeat);
@@ -48,7 +48,7 @@ impl Pager {
         self.scan_if_due();
         // The window is set where the run detector has already seen this
         // fault; `None` from a state means the fault is served already.
-        let served = match self.state[page] {
+        let served = match self.pages[page] {
             PageState::Uncompressed => self.serve_mapped(page),
             PageState::Pending => self.serve_pending(page, write),
             PageState::Trapped => Some((self.serve_trapped(page), None)),
@@ -94,7 +94,7 @@ impl Pager {
     /// finished it meanwhile, then served from where it now is.
     pub(super) fn serve_pending(&mut self, page: usize, write: bool) -> Option<(Service, Option<usize>)> {
         self.collect_finished();
-        if matches!(self.state[page], PageState::Pending) {
+        if matches!(self.pages[page], PageState::Pending) {
             self.observers.observe(Event::Pending);
             self.complete_pending(page);
         }
@@ -155,7 +155,7 @@ impl Pager {
 
     /// A page in the swap file, at the slot kept at index `i`.
     pub(super) fn serve_disk(&mut self, page: usize, i: u32) -> Service {
-        let slot = self.disk.take(i);
+        let slot = self.pages.disk.take(i);
         self.map_from_disk(page, slot);
         Service::Disk
     }
@@ -185,14 +185,14 @@ impl Pager {
     /// faulting page was (`from`: the cache, or never touched), each a
     /// touch for the policy (see the `readahead` module).
     pub(super) fn read_ahead_after(&mut self, page: usize, window: usize, from: Level) {
-        let end = (page + window).min(self.state.len() - 1);
+        let end = (page + window).min(self.pages.len() - 1);
         if from == Level::Disk {
             // One read for the window's pages that lie side by side in the
             // swap file; the others are left where they are.
             let mut slots = std::mem::take(&mut self.ahead);
             slots.clear();
-            slots.extend((page + 1..=end).filter_map(|p| match self.state[p] {
-                PageState::Disk(i) => Some(self.disk.get(i)),
+            slots.extend((page + 1..=end).filter_map(|p| match self.pages[p] {
+                PageState::Disk(i) => Some(self.pages.disk.get(i)),
                 _ => None,
             }));
             let read = self.parts.swap.read_ahead(&slots);
@@ -210,12 +210,12 @@ impl Pager {
             }
             // Evictions made for an earlier page of the window may have
             // spilled this one: its state is read afresh.
-            match (self.state[next], from) {
+            match (self.pages[next], from) {
                 (PageState::Compressed, Level::Compressed) => {
                     self.map_from_cache(next);
                 }
-                (PageState::Disk(i), Level::Disk) if self.parts.swap.holds_ahead(self.disk.get(i)) => {
-                    let slot = self.disk.take(i);
+                (PageState::Disk(i), Level::Disk) if self.parts.swap.holds_ahead(self.pages.disk.get(i)) => {
+                    let slot = self.pages.disk.take(i);
                     self.map_from_disk(next, slot);
                 }
                 (PageState::New, Level::New) => {
@@ -232,12 +232,12 @@ impl Pager {
 
     /// `page`, just mapped from level `from`, is resident.
     pub(super) fn now_resident(&mut self, page: usize, from: Level) {
-        self.state[page] = PageState::Uncompressed;
+        self.pages[page] = PageState::Uncompressed;
         if let Some(scan) = &mut self.write_scan {
             scan.fault(page);
         }
         if from == Level::New {
-            self.seen += 1;
+            self.pages.seen += 1;
         }
         match (&mut self.traps, from) {
             // A trapped or watched page was resident all along; it is
@@ -247,7 +247,7 @@ impl Pager {
             }
             (None, Level::Uncompressed) => {}
             (traps, _) => {
-                self.resident += 1;
+                self.pages.resident += 1;
                 if let Some(traps) = traps {
                     traps.resident(page as u64);
                 }

@@ -25,48 +25,73 @@ use std::sync::{Mutex, Weak};
 use super::observe::Event;
 use super::Pager;
 use crate::tree::{Tree, FAULTS_BETWEEN, PERIOD};
+
+/// The budget a process shares with those it forked or was forked from
+/// (see the `tree` module), and what it may hold of it now.
+pub(super) struct Share {
+    /// The tree, if the process is in one.
+    pub(super) tree: Option<Tree>,
+    /// What this process may hold now, bytes: the whole budget when alone.
+    pub(super) allowance: u64,
+    /// Faults until the tree's table is read again.
+    pub(super) countdown: u32,
+    /// Whether this process runs the tree's thread.
+    pub(super) trimming: bool,
+}
+
+impl Share {
+    /// A process alone with a budget of `ram_bytes`.
+    pub(super) fn alone(ram_bytes: u64) -> Share {
+        Share {
+            tree: None,
+            allowance: ram_bytes,
+            countdown: 0,
+            trimming: false,
+        }
+    }
+}
 use ccvm_codec::PAGE_SIZE;
 
 impl Pager {
     /// Shares the RAM budget with the processes this one will fork.
     pub(crate) fn share_budget(&mut self, tree: Tree) {
-        self.tree = Some(tree);
+        self.share.tree = Some(tree);
     }
 
     /// Leaves the tree: the region no longer pages, and holds nothing the
     /// others should make room for.
     pub(crate) fn leave_tree(&mut self) {
-        self.tree = None;
+        self.share.tree = None;
     }
 
     /// What this process holds against the budget, bytes: resident pages,
     /// the store's memory and ccvm's own.
     pub(super) fn charge(&self) -> u64 {
-        self.resident as u64 * PAGE_SIZE as u64 + self.parts.store.memory_used() + self.overhead.bytes
+        self.pages.resident as u64 * PAGE_SIZE as u64 + self.parts.store.memory_used() + self.overhead.bytes
     }
 
     /// Publishes the charge and reads the allowance: now, or when
     /// [`FAULTS_BETWEEN`] faults have passed.
     pub(super) fn consult_tree(&mut self, now: bool) {
-        if self.tree.is_none() {
+        if self.share.tree.is_none() {
             return;
         }
-        if !now && self.tree_countdown > 0 {
-            self.tree_countdown -= 1;
+        if !now && self.share.countdown > 0 {
+            self.share.countdown -= 1;
             return;
         }
-        self.tree_countdown = FAULTS_BETWEEN;
+        self.share.countdown = FAULTS_BETWEEN;
         let charge = self.charge();
-        let tree = self.tree.as_ref().expect("checked");
+        let tree = self.share.tree.as_ref().expect("checked");
         let a = tree.allowance(charge);
         let floor = self.overhead.bytes + self.parts.split.reserve + crate::tree::PROCESS_FLOOR;
-        self.allowance = a.bytes.max(floor).min(self.parts.split.ram_bytes);
+        self.share.allowance = a.bytes.max(floor).min(self.parts.split.ram_bytes);
         if a.processes > 1 {
             let (peak_bytes, processes) = tree.peaks();
             self.observers.observe(Event::Tree {
                 processes,
                 peak_bytes,
-                allowance: self.allowance,
+                allowance: self.share.allowance,
             });
         }
     }
@@ -75,7 +100,7 @@ impl Pager {
     /// it will inherit.
     pub(crate) fn hold_for_child(&mut self) {
         let charge = self.charge();
-        if let Some(tree) = &mut self.tree {
+        if let Some(tree) = &mut self.share.tree {
             tree.hold_for_child(charge);
         }
     }
@@ -84,7 +109,7 @@ impl Pager {
     /// allowance and gives back what is held over it. Returns false once
     /// this process has left the tree (the thread then ends).
     pub(crate) fn rebalance(&mut self) -> bool {
-        let Some(tree) = &mut self.tree else {
+        let Some(tree) = &mut self.share.tree else {
             return false;
         };
         tree.reap();
@@ -101,13 +126,13 @@ impl Pager {
     /// their new shares. Returns whether the caller should start the
     /// tree's thread ([`start_trimmer`], once the pager is released).
     pub(crate) fn join_tree_after_fork(&mut self, child: bool) -> bool {
-        let Some(tree) = &mut self.tree else {
+        let Some(tree) = &mut self.share.tree else {
             return false;
         };
         if child {
             tree.join_after_fork();
             // The parent's thread is not the child's.
-            self.trimming = false;
+            self.share.trimming = false;
             self.observers.statistics.forget_allowance();
         } else {
             tree.forked();
@@ -118,12 +143,12 @@ impl Pager {
         self.consult_tree(true);
         self.keep_within_ram();
         self.consult_tree(true);
-        !std::mem::replace(&mut self.trimming, true)
+        !std::mem::replace(&mut self.share.trimming, true)
     }
 
     /// The tree's thread could not be started.
     pub(crate) fn no_trimmer(&mut self) {
-        self.trimming = false;
+        self.share.trimming = false;
     }
 }
 
