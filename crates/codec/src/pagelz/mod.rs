@@ -108,6 +108,17 @@ const CODED: [u16; 16] = {
     t
 };
 
+/// No code 0..14 has the literal count or copy length at which an
+/// escape's field goes on in further bytes, so the decoder's fast path
+/// tests those values without testing for the escape.
+const _: () = {
+    let mut c = 0;
+    while c < PAIRS.len() {
+        assert!(PAIRS[c].0 < 15 && PAIRS[c].1 as usize != 15 + MIN_MATCH);
+        c += 1;
+    }
+};
+
 /// Reads a length field's continuation bytes from `input` at `*i`: the
 /// sum of bytes up to and including the first below 255.
 #[inline]
@@ -174,16 +185,17 @@ fn fast_sequence(input: &[u8], block: &mut [u8], i: usize, o: usize) -> Option<(
     unsafe {
         let h = u16::from_le_bytes([*src.add(i), *src.add(i + 1)]) as usize;
         let (code, offset, t) = (h >> 12, h & MAX_OFFSET, *src.add(i + 2) as usize);
-        // Both readings of the shape, then a select by mask: no branch
-        // on the escape, which a processor cannot predict (two sequences
-        // in five escape).
+        // Both readings of the shape, then a select: no branch on the
+        // escape, which a processor cannot predict (two sequences in five
+        // escape).
         let escape = code == ESCAPE as usize;
         let coded = *CODED.get_unchecked(code) as usize;
-        let all = 0usize.wrapping_sub(escape as usize);
-        let mut lits = (t >> 4 & all) | (coded & 15 & !all);
-        let mut len = (((t & 15) + MIN_MATCH) & all) | (coded >> 4 & !all);
+        let mut lits = std::hint::select_unpredictable(escape, t >> 4, coded & 15);
+        let mut len = std::hint::select_unpredictable(escape, (t & 15) + MIN_MATCH, coded >> 4);
         let mut i = i + 2 + escape as usize;
-        if escape && (lits == 15 || len == 15 + MIN_MATCH) {
+        // Only an escape's fields reach these values (checked where PAIRS is),
+        // so the test needs no branch on the escape itself.
+        if (lits == 15) | (len == 15 + MIN_MATCH) {
             if lits == 15 {
                 let more = *src.add(i);
                 lits += more as usize;
