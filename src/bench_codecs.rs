@@ -5,8 +5,9 @@
 //! not shrink is kept raw and counts in full, and its "decompression" is a
 //! copy, as in a store). One pass compresses every page
 //! of a file, then decompresses every page; the best of `passes` passes is
-//! kept for each direction, on one thread. Every round trip is checked byte
-//! for byte after the timed loops. Throughputs are in MB/s of original data
+//! kept for each direction, on one thread. The codecs take turns file by
+//! file, so that noise on a shared machine falls on all of them alike.
+//! Every round trip is checked byte for byte after the timed loops. Throughputs are in MB/s of original data
 //! (10^6 bytes); "symmetric" divides the bytes by the time to compress *and*
 //! decompress them, the figure that matters for compressed caching (paper
 //! 003, §4.4.1).
@@ -250,22 +251,30 @@ pub fn measure_all(opts: &Options) -> anyhow::Result<Vec<Measurement>> {
     );
     progress.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} passes, {eta} left").unwrap());
     let started = Instant::now();
-    let mut rows = Vec::new();
-    for info in &codecs {
-        let mut codec = (info.make)();
-        let mut total = Tally::default();
-        for (i, file) in files.iter().enumerate() {
-            if started.elapsed() > Duration::from_secs(1) && progress.is_hidden() {
-                progress.set_draw_target(ProgressDrawTarget::stderr());
-            }
+    // Each file is measured with every codec in turn before the next file,
+    // so that a burst of noise on a shared machine falls on all the codecs
+    // compared, not on one codec's whole run.
+    let mut made: Vec<Box<dyn Codec>> = codecs.iter().map(|info| (info.make)()).collect();
+    let mut tallies = vec![Vec::with_capacity(files.len()); codecs.len()];
+    for file in &files {
+        if started.elapsed() > Duration::from_secs(1) && progress.is_hidden() {
+            progress.set_draw_target(ProgressDrawTarget::stderr());
+        }
+        for (codec, per_file) in made.iter_mut().zip(&mut tallies) {
             let run = measure(codec.as_mut(), file, opts.passes, opts.block, &progress)?;
-            let tally = Tally {
+            per_file.push(Tally {
                 pages: file.page_count(),
                 compressed: run.compressed,
                 raw: run.raw,
                 tc: run.tc.as_secs_f64(),
                 td: run.td.as_secs_f64(),
-            };
+            });
+        }
+    }
+    let mut rows = Vec::new();
+    for (info, per_file) in codecs.iter().zip(tallies) {
+        let mut total = Tally::default();
+        for (i, (file, tally)) in files.iter().zip(per_file).enumerate() {
             rows.push(Measurement::new(&file.name, info.name, opts.block, tally));
             if i < memory_files {
                 total += tally;
