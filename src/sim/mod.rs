@@ -1,6 +1,6 @@
 //! `ccvm sim sweep` and `ccvm sim report`: trace-driven simulation of the
 //! policies over memory sizes, codecs and disk costs (paper 000 §4). This
-//! module runs sweeps; [`report`] summarizes them.
+//! module runs sweeps; [`report`](mod@report) summarizes them.
 
 pub mod args;
 pub mod cache;

@@ -29,7 +29,7 @@ const LINE: usize = 64;
 /// (base bytes, delta bytes) of encodings 2..=7.
 const SHAPES: [(usize, usize); 6] = [(8, 1), (8, 2), (8, 4), (4, 1), (4, 2), (2, 1)];
 
-/// BDI codec. See the [module docs](self).
+/// BDI codec. See the module docs.
 #[derive(Default)]
 pub struct Bdi;
 

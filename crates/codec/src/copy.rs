@@ -5,7 +5,7 @@
 
 use crate::{valid_block_len, Codec, CompressError, DecodeError};
 
-/// Copies blocks unchanged. See the [module docs](self).
+/// Copies blocks unchanged. See the module docs.
 ///
 /// ```
 /// use ccvm_codec::{copy::Copy, Codec};

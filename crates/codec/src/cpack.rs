@@ -74,7 +74,7 @@ impl Fifo {
     }
 }
 
-/// C-Pack codec. See the [module docs](self).
+/// C-Pack codec. See the module docs.
 #[derive(Default)]
 pub struct CPack;
 

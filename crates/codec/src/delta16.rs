@@ -26,7 +26,7 @@
 use crate::bits::{BitReader, BitWriter};
 use crate::{valid_block_len, Codec, CompressError, DecodeError};
 
-/// Delta16 codec. See the [module docs](self).
+/// Delta16 codec. See the module docs.
 pub struct Delta16 {
     max_bits: u32,
 }

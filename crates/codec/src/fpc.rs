@@ -24,7 +24,7 @@
 use crate::bits::{BitReader, BitWriter};
 use crate::{valid_block_len, word_at, Codec, CompressError, DecodeError};
 
-/// FPC codec. See the [module docs](self).
+/// FPC codec. See the module docs.
 #[derive(Default)]
 pub struct Fpc;
 

@@ -38,7 +38,7 @@ pub const DEFAULT_KEEP: usize = 1408;
 /// page goes to LZ4 alone.
 pub const DEFAULT_ABORT: usize = 1920;
 
-/// Hybrid WKdm/LZ codec. See the [module docs](self).
+/// Hybrid WKdm/LZ codec. See the module docs.
 pub struct Hybrid {
     wk: WkDm,
     /// The LZ codec for pages WKdm leaves large: `None` for LZ4.

@@ -20,7 +20,7 @@ use crate::{valid_block_len, Codec, CompressError, DecodeError};
 const MAX_PATTERN: usize = 16;
 const RECORD: usize = 4;
 
-/// OS/2 iterated-data codec. See the [module docs](self).
+/// OS/2 iterated-data codec. See the module docs.
 #[derive(Default)]
 pub struct Iterated;
 

@@ -25,7 +25,7 @@ const HASH_SIZE: usize = 4096;
 const MAX_OFFSET: usize = 4095;
 const MAX_LEN: usize = 18;
 
-/// LZRW1 codec. See the [module docs](self).
+/// LZRW1 codec. See the module docs.
 pub struct Lzrw1 {
     table: Box<[u32; HASH_SIZE]>,
 }

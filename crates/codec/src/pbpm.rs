@@ -101,7 +101,7 @@ impl Dict {
     }
 }
 
-/// PBPM codec. See the [module docs](self).
+/// PBPM codec. See the module docs.
 pub struct Pbpm {
     tape: Box<[u8]>,
     idx: Box<[u8]>,

@@ -43,7 +43,7 @@ const ENTRIES: usize = 16;
 /// Byte positions that agree, for each two-byte match type.
 const PAIRS: [u8; 6] = [0b0011, 0b0101, 0b1001, 0b0110, 0b1010, 0b1100];
 
-/// X-Match codec. See the [module docs](self).
+/// X-Match codec. See the module docs.
 #[derive(Default)]
 pub struct XMatch;
 

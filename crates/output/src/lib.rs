@@ -3,7 +3,7 @@
 //!
 //! Every report, trace, packed file, figure and table that a ccvm command
 //! writes goes through [`OutputFile`], and every folder of outputs through
-//! [`OutputDir`]. The primary abstraction is [`OutputFile`]: a [`Write`]
+//! [`OutputDir`]. The primary abstraction is [`OutputFile`]: a [`Write`](std::io::Write)
 //! whose bytes reach the named path only when [`OutputFile::commit`]
 //! succeeds.
 //!

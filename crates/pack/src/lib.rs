@@ -5,7 +5,7 @@
 //! The primary abstraction is [`Mapping`]: read-only memory holding a
 //! `.ccz` file's original bytes, loaded page by page through userfaultfd
 //! from a [`Packed`] file. [`pack`] and [`pack_file`] write the format
-//! (documented in the [`format`] module), with any of ccvm's codecs.
+//! (documented in the [`format`](mod@format) module), with any of ccvm's codecs.
 //!
 //! # Design
 //!

@@ -10,7 +10,7 @@
 //!   decompresses it into the page frame (paper 004 §4.2). Zero pages are
 //!   mapped to the shared zero page without a read.
 //! * Read-ahead: faults that walk forward through the file load a window
-//!   of following pages with one read, doubling up to [`MAX_RUN`] pages,
+//!   of following pages with one read, doubling up to `MAX_RUN` pages,
 //!   as the kernel reads ahead in a mapped file; a fault elsewhere loads
 //!   its page alone. Without it a sequential load pays one disk access
 //!   per page where plain `mmap` pays one per 128 KiB.
@@ -57,7 +57,7 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps `packed`, reading ahead up to [`MAX_RUN`] pages.
+    /// Maps `packed`, reading ahead up to `MAX_RUN` pages.
     ///
     /// # Errors
     ///
@@ -68,7 +68,7 @@ impl Mapping {
     }
 
     /// Maps `packed`, reading ahead at most `readahead` pages (clamped to
-    /// 1..=[`MAX_RUN`]; 1 reads only the page faulted).
+    /// 1..=`MAX_RUN`; 1 reads only the page faulted).
     ///
     /// # Errors
     ///

@@ -185,7 +185,7 @@ impl Packed {
         })
     }
 
-    /// Reads pages `first..first + count` (at most [`MAX_RUN`], cut at the
+    /// Reads pages `first..first + count` (at most `MAX_RUN`, cut at the
     /// file's end) with one read of the file, since their stored bytes lie
     /// end to end, and hands each page's original bytes, checked, to
     /// `each` in order.

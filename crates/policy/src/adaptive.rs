@@ -183,7 +183,7 @@ impl Costs {
     }
 }
 
-/// The adaptive policy. See the [module docs](self).
+/// The adaptive policy. See the module docs.
 pub struct Adaptive {
     frames: usize,
     page_size: u64,

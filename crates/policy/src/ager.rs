@@ -53,7 +53,7 @@ pub const ENTRY_BYTES: u64 = 64 + 8 + 64;
 /// The idle list is kept at 1 / `IDLE_SHARE` of the frames.
 pub const IDLE_SHARE: usize = 8;
 
-/// OS/2's ager as a policy. See the [module docs](self).
+/// OS/2's ager as a policy. See the module docs.
 pub struct Ager {
     ram: u64,
     page_size: u64,
@@ -74,7 +74,7 @@ pub struct Ager {
 }
 
 impl Ager {
-    /// An ager for `budget`: a buffer of up to 1/[`BUFFER_SHARE`] of it,
+    /// An ager for `budget`: a buffer of up to 1/`BUFFER_SHARE` of it,
     /// the rest, and what the buffer does not use, for frames.
     ///
     /// ```

@@ -16,7 +16,7 @@
 use crate::levels::Levels;
 use crate::{Action, Budget, Level, Policy};
 
-/// The fixed-split policy. See the [module docs](self).
+/// The fixed-split policy. See the module docs.
 pub struct FixedSplit {
     share: f64,
     page_size: u64,

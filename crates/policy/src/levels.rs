@@ -63,7 +63,7 @@ use crate::{Action, Level};
 const ACTIVATE_WITHIN: usize = 8;
 
 /// Every page's level, and the levels' recency orders. See the
-/// [module docs](self).
+/// module docs.
 #[derive(Default)]
 pub(crate) struct Levels {
     lists: Lists,

@@ -234,8 +234,8 @@ impl Split {
     }
 }
 
-/// Each target share's split run over a sample of pages. See the [module
-/// docs](self).
+/// Each target share's split run over a sample of pages. See the module
+/// docs.
 ///
 /// Invariant: every sampled page a split has stopped holding uncompressed,
 /// and that has not been touched since, has been named in an

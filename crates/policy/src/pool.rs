@@ -29,7 +29,7 @@ enum Rule {
 }
 
 /// A compressed pool sized by a cap (zswap) or by biased recency
-/// (Douglis). See the [module docs](self).
+/// (Douglis). See the module docs.
 pub struct Pool {
     rule: Rule,
     ram: u64,

@@ -32,7 +32,7 @@ enum Seg {
     Trapped(u64),
 }
 
-/// Trapped-segment bookkeeping. See the [module docs](self).
+/// Trapped-segment bookkeeping. See the module docs.
 ///
 /// Invariant: every resident page is in exactly one segment, and after
 /// [`Traps::rebalance`] the trapped segment holds at least

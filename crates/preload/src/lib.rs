@@ -5,7 +5,7 @@
 //! It provides no Rust API: it replaces the C library's allocation entry
 //! points ([`exports`]) and, when the `CCVM_EXEC` environment variable
 //! holds [`ccvm_runtime::ExecSettings`], starts a
-//! [`Region`](ccvm_runtime::Region) as the process starts and serves the
+//! [`Region`] as the process starts and serves the
 //! program's memory from a [`heap`] over it. Without the variable it is
 //! inert: everything goes to the C library.
 //!
@@ -47,7 +47,7 @@
 //! * `exec`: the new program inherits `CCVM_EXEC` and is paged with a
 //!   budget of its own.
 //! * exit, from any thread: the process writes its
-//!   [`ExecReport`](ccvm_runtime::ExecReport) to `<report_dir>/<pid>.json`.
+//!   [`ExecReport`] to `<report_dir>/<pid>.json`.
 //!   The region is left in place: other threads may still be running.
 
 #![deny(missing_docs)]

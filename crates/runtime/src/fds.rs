@@ -6,7 +6,7 @@
 //! or a `close(3)` followed by an `open`, would stop the pager or hand it
 //! the program's file as its swap file. So ccvm's descriptors are:
 //!
-//! * placed high ([`raise`]: the lowest free number from 1000, or from 64
+//! * placed high (`raise`: the lowest free number from 1000, or from 64
 //!   below the soft limit of open files when that is lower) and
 //!   close-on-exec, where a program rarely names a number;
 //! * held as [`Held`] values that know their descriptor by its slot in a
@@ -224,7 +224,7 @@ pub(crate) fn current(first: RawFd) -> RawFd {
 
 /// Before the program's `dup2` or `dup3` onto `target`: if `target` is one
 /// of ccvm's descriptors, moves it to another free number (from the same
-/// floor as [`raise`]) and waits until no call ccvm made with the old
+/// floor as `raise`) and waits until no call ccvm made with the old
 /// number is under way. The program's call may then replace `target`.
 ///
 /// Returns whether it moved one: the old number then duplicates ccvm's

@@ -213,7 +213,7 @@ pub struct SwapStats {
     /// Pages served from the write buffer, without I/O.
     pub buffer_hits: u64,
     /// Pages served from a span read ahead with an earlier page
-    /// ([`SwapFile::read_ahead`]), without I/O of their own.
+    /// (`SwapFile::read_ahead`), without I/O of their own.
     pub span_hits: u64,
     /// Bytes of the file.
     pub file_bytes: u64,

@@ -204,7 +204,7 @@ struct Inner {
     stats: Stats,
 }
 
-/// A compressed page store. See the [module docs](self).
+/// A compressed page store. See the module docs.
 ///
 /// ```
 /// use ccvm_store::{Store, StoreConfig};

@@ -148,7 +148,7 @@ impl Hasher for LeafHasher {
     }
 }
 
-/// The mapping table. See the [module docs](self).
+/// The mapping table. See the module docs.
 #[derive(Default)]
 pub struct Table {
     leaves: HashMap<u64, Leaf, BuildHasherDefault<LeafHasher>>,

@@ -33,7 +33,7 @@ const HASH_BITS: u32 = 12;
 const MAX_OFFSET: usize = 4095;
 const CHAIN_DEPTH: usize = 32;
 
-/// Exepack2 codec. See the [module docs](self).
+/// Exepack2 codec. See the module docs.
 pub struct Exepack2 {
     head: Box<[u32]>,
     prev: Box<[u32]>,
@@ -217,7 +217,7 @@ impl Codec for Exepack2 {
 }
 
 /// Decodes one Exepack2 block of `input` into `block`, whichever encoder
-/// made it (the format is one; see the [module docs](self)).
+/// made it (the format is one; see the module docs).
 ///
 /// # Errors
 ///

@@ -1,6 +1,6 @@
 //! WordLZ: ccvm's own codec for memory pages. An LZ77 coder over 32-bit
 //! words, with a repeat offset, whose unmatched words are coded by WK with
-//! a dictionary of 256 words ([`WkDm256`](crate::wk::WkDm256)).
+//! a dictionary of 256 words ([`crate::wk::WkDm256`]).
 //!
 //! # Why this design
 //!
@@ -13,7 +13,7 @@
 //! bits costs all its bytes. WordLZ keeps both, each where it is cheap: a
 //! greedy LZ parse over whole words finds the repeats, and the words it
 //! leaves (the *word tokens*) are gathered and coded as one WK block, by
-//! WKdm's vectorised coder with a 256-word dictionary ([`WkDm256`](crate::wk::WkDm256)).
+//! WKdm's vectorised coder with a 256-word dictionary ([`crate::wk::WkDm256`]).
 //!
 //! The choices below were made with a size model of the format
 //! (`cargo run --release -p ccvm-codec --example wordlz_model`, ratios over
@@ -92,7 +92,7 @@ pub(crate) const MIN_MATCH: usize = 2;
 /// count.
 pub(crate) const HEADER: usize = 4;
 
-/// WordLZ codec. See the [module docs](self) for the design and format.
+/// WordLZ codec. See the module docs for the design and format.
 ///
 /// ```
 /// use ccvm_codec::{wordlz::WordLz, Codec};

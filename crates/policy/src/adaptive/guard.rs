@@ -32,7 +32,7 @@ impl Adaptive {
     }
 
     /// The guard's estimate of `none`'s disk faults so far, when it
-    /// measures them on a sample (after [`Policy::faults_only`]).
+    /// measures them on a sample (after [`Policy::faults_only`](crate::Policy::faults_only)).
     pub fn none_estimate(&self) -> Option<f64> {
         self.minis.as_ref().map(Miniatures::none_disk_faults)
     }

@@ -31,7 +31,7 @@
 //!   instruction pointer to the call, sets the trap flag and allows the
 //!   call; the single-step trap after it, in the parent and in the child,
 //!   registers the thread and blocks again. The locale's tables are read
-//!   first ([`touch_locale`]), since a new thread reads them before it can
+//!   first (`touch_locale`), since a new thread reads them before it can
 //!   take a fault.
 //! * Signal state: every handler returns through the guard's restorer
 //!   (`rt_sigaction` is rewritten, and handlers installed before the guard

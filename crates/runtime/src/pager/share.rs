@@ -167,7 +167,7 @@ static STACK_HIGH: AtomicUsize = AtomicUsize::new(0);
 /// Whether an allocation made now is for ccvm: made while ccvm's thread
 /// is started (the C library allocates its thread-local tables then), on
 /// that thread's stack, or on a thread that holds the pager (see
-/// [`super::lock`]). `ccvm exec`'s `malloc` then takes the C library's
+/// `super::lock`). `ccvm exec`'s `malloc` then takes the C library's
 /// memory, not the paged heap: a thread that holds the pager must never
 /// fault on the region, since serving the fault needs the pager.
 pub fn allocating_for_ccvm() -> bool {

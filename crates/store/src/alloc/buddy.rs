@@ -13,7 +13,7 @@ use super::{Slot, SlotAllocator};
 
 const MIN_ORDER: u32 = 5;
 
-/// Buddy-system allocator. See the [module docs](self).
+/// Buddy-system allocator. See the module docs.
 pub struct Buddy {
     max_order: u32,
     /// Free blocks of each order, as (chunk, offset).

@@ -35,7 +35,7 @@ impl ChunkBooks {
     }
 }
 
-/// Resource-map allocator. See the [module docs](self).
+/// Resource-map allocator. See the module docs.
 pub struct ResourceMap {
     chunk_size: usize,
     /// Per chunk number: its books, or `None` for chunks not held.

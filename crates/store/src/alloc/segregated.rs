@@ -27,7 +27,7 @@ enum Unit {
     Large { units: u32 },
 }
 
-/// Segregated-fit allocator. See the [module docs](self).
+/// Segregated-fit allocator. See the module docs.
 pub struct Segregated {
     name: &'static str,
     chunk_size: usize,

@@ -68,7 +68,7 @@ struct Chunk {
     listed: bool,
 }
 
-/// Size-class allocator. See the [module docs](self).
+/// Size-class allocator. See the module docs.
 pub struct SizeClasses {
     chunk_size: usize,
     classes: Vec<Class>,

@@ -35,7 +35,7 @@ impl Store {
     /// Like [`Store::compact`], but only when it pays: enough pages have
     /// been put since the last compaction for it to cost at most
     /// [`COMPACTION_MOVES_PER_PUT`] page moves per put, and at least
-    /// [`COMPACTION_MIN_FREE`] of the chunk bytes held are free, so that
+    /// `COMPACTION_MIN_FREE` of the chunk bytes held are free, so that
     /// it gives back that much memory. Returns the pages moved (0 if it
     /// did not run).
     pub fn compact_when_due(&self) -> usize {
