@@ -22,7 +22,7 @@ pub(super) fn run(data: &[u8], resident: usize, touches: usize, seed: u64) -> an
     let started = Instant::now();
     // SAFETY: the region's pages, each present or served by its handler,
     // touched by this thread alone (the benchmark's child has one).
-    let checksum = unsafe { touch(region.as_ptr().cast(), region.len() / 4096, touches, seed) };
+    let checksum = unsafe { touch(region.as_ptr().cast(), region.pages(), touches, seed) };
     let wall_s = started.elapsed().as_secs_f64();
     let faults = region.finish().context("the floor's run")?;
     Ok(Run {

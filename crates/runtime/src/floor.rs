@@ -173,20 +173,15 @@ impl FloorRegion {
 
     /// The region's first byte. Reading or writing its pages is the
     /// caller's unsafe business: one thread at a time (see the module
-    /// docs), within [`FloorRegion::len`] bytes.
+    /// docs), within [`FloorRegion::pages`] pages.
     pub fn as_ptr(&self) -> *mut u8 {
         // SAFETY: the state lives as long as the region.
         unsafe { (*self.state).base as *mut u8 }
     }
 
-    /// The region's length, bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the region is empty (never: it has a page at least).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// The region's length in pages (one at least).
+    pub fn pages(&self) -> usize {
+        self.len / PAGE_SIZE
     }
 
     /// Ends the region: the faults it served.
