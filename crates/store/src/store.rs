@@ -32,8 +32,9 @@
 //!   chunk can be added), at most once per an eighth of the pages put,
 //!   every slot is re-placed in (chunk, offset) order, each freed then
 //!   allocated again.
-//!   The allocators place first-fit from the lowest chunk, so slots move
-//!   towards the front and whole chunks at the end drain and are returned.
+//!   First fit places from the lowest chunk, so slots move towards the
+//!   front and whole chunks at the end drain and are returned; best fit
+//!   (the default, `rm-best`) takes empty chunks last, to the same end.
 //! * Empty chunks are returned as they appear, keeping one spare so that a
 //!   store hovering at a chunk boundary does not request and return the same
 //!   chunk over and over.
@@ -64,12 +65,6 @@ use crate::table::{Place, Table};
 /// Headroom every put keeps beyond what it adds itself.
 const BOOKS_HEADROOM: usize = 64;
 
-/// Bytes counted for every page with a slot against the record that
-/// freeing the slot may add to the allocator's books (a free extent or a
-/// free-list entry; no allocator adds more than 16 bytes per free), so
-/// that removing a page never takes a store past its limit.
-const FREE_RESERVE: usize = 16;
-
 /// How a store is made.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -89,7 +84,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             codec: "lz4".parse().expect("LZ4 is registered"),
-            allocator: "rm".into(),
+            allocator: "rm-best".into(),
             chunk_size: 64 * 1024,
             memory_limit: usize::MAX,
             huge_threshold: HUGE_THRESHOLD,

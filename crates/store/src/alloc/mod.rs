@@ -10,7 +10,8 @@
 //!
 //! The allocators are the five that paper 003 §3.3.2.3 compares: the
 //! [resource map](ResourceMap) (first fit over free extents, merging
-//! neighbours on free: CRAMES's default), the simple power-of-two free lists
+//! neighbours on free: CRAMES's default; ccvm's default is the same map
+//! placing by best fit, `rm-best`, which churn does not fragment), the simple power-of-two free lists
 //! and the McKusick–Karels allocator ([`Segregated`]), the
 //! [buddy system](Buddy) and the [lazy buddy system](LazyBuddy); and a
 //! size-class allocator in the manner of Linux's zsmalloc ([`SizeClasses`]).
@@ -78,6 +79,13 @@ pub trait SlotAllocator: Send + Sync {
     /// Bytes of bookkeeping the allocator keeps, an estimate for the store's
     /// memory accounting.
     fn metadata_bytes(&self) -> usize;
+
+    /// The most that one [`free`](Self::free) adds to
+    /// [`metadata_bytes`](Self::metadata_bytes): the store reserves it for
+    /// every slot, so that removing a page never takes it past its limit.
+    fn books_per_free(&self) -> usize {
+        16
+    }
 }
 
 /// An allocator's name, what it is, and how to make one for a chunk size.
@@ -96,6 +104,11 @@ pub const ALLOCATORS: &[AllocatorInfo] = &[
         name: "rm",
         about: "resource map: first fit over free extents, neighbours merged on free (CRAMES's default)",
         make: |chunk| Box::new(ResourceMap::new(chunk)),
+    },
+    AllocatorInfo {
+        name: "rm-best",
+        about: "resource map placing by best fit over all chunks (ccvm's default: it keeps churn from fragmenting the store)",
+        make: |chunk| Box::new(ResourceMap::best_fit(chunk)),
     },
     AllocatorInfo {
         name: "p2fl",

@@ -34,6 +34,20 @@ fn largest_gap(held: &BTreeMap<u32, Vec<bool>>) -> usize {
         .unwrap_or(0)
 }
 
+/// The smallest run of free bytes of at least `fp` bytes in any chunk.
+fn smallest_gap_fitting(held: &BTreeMap<u32, Vec<bool>>, fp: usize) -> Option<usize> {
+    held.values()
+        .flat_map(|bytes| bytes.split(|&used| used).map(|run| run.len()))
+        .filter(|&run| run >= fp)
+        .min()
+}
+
+/// The run of free bytes that starts at `slot`'s offset.
+fn gap_at(held: &BTreeMap<u32, Vec<bool>>, slot: Slot) -> usize {
+    let bytes = &held[&slot.chunk][slot.offset as usize..];
+    bytes.iter().position(|&used| used).unwrap_or(bytes.len())
+}
+
 fn mark(held: &mut BTreeMap<u32, Vec<bool>>, slot: Slot, footprint: usize, used: bool) {
     let bytes = held.get_mut(&slot.chunk).expect("slot in a chunk the model holds");
     let range = slot.offset as usize..slot.offset as usize + footprint;
@@ -54,10 +68,21 @@ fn check(mut a: Box<dyn SlotAllocator>, ops: &[Op]) {
             Op::Alloc(len) => {
                 let fp = a.footprint(len);
                 assert!(fp >= len && fp <= chunk);
+                // Best fit is checked where the byte model is small enough
+                // to scan on every placement (the 4 KiB property test).
+                let best_fit = a.name() == "rm-best" && chunk <= 4096;
+                let best = best_fit.then(|| smallest_gap_fitting(&held, fp)).flatten();
                 let slot = match a.alloc(len) {
-                    Some(s) => s,
+                    Some(s) => {
+                        if best_fit {
+                            // Best fit: no free run that holds the slot is
+                            // smaller than the one it took.
+                            assert_eq!(Some(gap_at(&held, s)), best, "rm-best placed {len} bytes at {s:?}");
+                        }
+                        s
+                    }
                     None => {
-                        if a.name() == "rm" {
+                        if a.name().starts_with("rm") {
                             // First fit refuses only when no gap is big enough.
                             assert!(largest_gap(&held) < fp, "rm refused {len} bytes with room left");
                         }

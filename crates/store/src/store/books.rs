@@ -6,7 +6,7 @@
 use ccvm_codec::PAGE_SIZE;
 
 use super::compact::FRAGMENTED_ONE_IN;
-use super::{Inner, Stats, StoreError, BOOKS_HEADROOM, FREE_RESERVE};
+use super::{Inner, Stats, StoreError, BOOKS_HEADROOM};
 use crate::alloc::Slot;
 use crate::table::{Entry, Place};
 
@@ -18,7 +18,7 @@ impl Inner {
 
     pub(super) fn metadata(&self) -> usize {
         let slots = self.table.len() - self.stats.same_pages as usize;
-        self.alloc.metadata_bytes() + self.table.bytes() + self.member_bytes + slots * FREE_RESERVE
+        self.alloc.metadata_bytes() + self.table.bytes() + self.member_bytes + slots * self.alloc.books_per_free()
     }
 
     pub(super) fn memory_used(&self) -> usize {
@@ -41,7 +41,11 @@ impl Inner {
                 None => member_growth(0),
             }
         });
-        let reserve = if chunk.is_some() { FREE_RESERVE } else { 0 };
+        let reserve = if chunk.is_some() {
+            self.alloc.books_per_free()
+        } else {
+            0
+        };
         self.table.insert_cost(page_no) + members + reserve + BOOKS_HEADROOM
     }
 
