@@ -11,8 +11,8 @@
 //! The allocators are the five that paper 003 §3.3.2.3 compares: the
 //! [resource map](ResourceMap) (first fit over free extents, merging
 //! neighbours on free: CRAMES's default; ccvm's default is the same map
-//! placing by best fit, `rm-best`, which churn does not fragment), the simple power-of-two free lists
-//! and the McKusick–Karels allocator ([`Segregated`]), the
+//! placing by best fit, `rm-best`, which churn does not fragment), the
+//! simple power-of-two free lists and the McKusick–Karels allocator ([`Segregated`]), the
 //! [buddy system](Buddy) and the [lazy buddy system](LazyBuddy); and a
 //! size-class allocator in the manner of Linux's zsmalloc ([`SizeClasses`]).
 

@@ -19,26 +19,21 @@
 //!
 //! The same map can place by best fit instead ([`ResourceMap::best_fit`]):
 //! the slot goes to the smallest free extent that holds it, over all
-//! chunks. Under churn first fit
-//! splits big extents for small slots and leaves remnants too small for
-//! the next page: on `ccvm bench store --pages 65536` (LZ4 pages, one
-//! remove and one put per step) the store's free share rose to 8.4% with
-//! first fit and stayed under 1% with best fit, without moving a page
-//! (the numbers are in `docs/results.md`, "Best fit keeps the store
-//! whole under churn"). Paper 003 measured first fit on loads, not on
-//! churn. Best fit needs the extents ordered by length: a B-tree of
-//! (length, chunk, offset), updated as extents are split and merged, so
-//! among equals the lowest chunk wins, as in first fit, and pages gather
-//! in the low chunks. Empty chunks are the longest extents, taken last,
-//! so they still drain and are given back.
+//! chunks. Under churn first fit splits big extents for small slots and
+//! leaves remnants too small for the next page: on `ccvm bench store
+//! --pages 65536` (LZ4 pages, one remove and one put per step) the
+//! store's free share rose to 8.4% with first fit and stayed under 1%
+//! with best fit, without moving a page. Paper 003 measured first fit on
+//! loads, not on churn.
 //!
-//! Exact-length bins (one vector per 8 bytes up to a page, with a bitmap
-//! of the bins in use) placed faster, 1,127 ns a put against the B-tree's
-//! 1,426 (first fit: 902 to 960), but their vectors are memory the store
-//! must count whether it holds a page or a thousand: 12 KiB, which in the
-//! 512 KiB budgets of the live-equals-simulated test made the live store
-//! spill 4% more than its simulation. The B-tree's memory follows the
-//! extents it holds.
+//! Best fit needs the extents ordered by length: a B-tree of (length,
+//! chunk, offset), updated as extents are split and merged, so among
+//! equals the lowest chunk wins, as in first fit, and pages gather in the
+//! low chunks. Empty chunks are the longest extents, taken last, so they
+//! still drain and are given back. Its memory follows the extents it
+//! holds; two faster indexes with fixed memory were measured and dropped
+//! (`docs/results.md`, "Best fit keeps the store whole under churn", has
+//! both and the numbers).
 
 use std::collections::BTreeSet;
 
@@ -178,8 +173,12 @@ impl ResourceMap {
         self.chunks[chunk as usize].as_mut().expect("a chunk the map holds")
     }
 
-    /// Sets a chunk's longest extent and its group's.
+    /// Sets a chunk's longest extent and its group's: first fit's index,
+    /// which best fit neither reads nor keeps (it stays 0).
     fn set_longest(&mut self, chunk: usize, l: u32) {
+        if self.by_size.is_some() {
+            return;
+        }
         let was = std::mem::replace(&mut self.longest[chunk], l);
         let g = chunk / GROUP;
         if l >= self.group_longest[g] {
