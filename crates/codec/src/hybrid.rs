@@ -90,9 +90,24 @@ impl Hybrid {
     /// A hybrid with the default thresholds that falls back on
     /// [`PageLz`] instead of LZ4: name `hybrid-pagelz`.
     pub fn with_pagelz() -> Self {
+        Self::with_pagelz_thresholds(DEFAULT_KEEP, DEFAULT_ABORT)
+    }
+
+    /// A hybrid with the given thresholds (as [`Hybrid::with_thresholds`])
+    /// that falls back on [`PageLz`] instead of LZ4.
+    ///
+    /// ```
+    /// use ccvm_codec::{hybrid::Hybrid, Codec};
+    /// let text = b"the quick brown fox jumps over the lazy dog. ".repeat(92);
+    /// let mut out = [0u8; 4096];
+    /// let n = Hybrid::with_pagelz_thresholds(0, 0).compress(&text[..4096], &mut out).unwrap();
+    /// assert_eq!(out[0], 2, "text is PageLz's kind of data");
+    /// assert!(n < 300);
+    /// ```
+    pub fn with_pagelz_thresholds(keep_per_4k: usize, abort_per_4k: usize) -> Self {
         Hybrid {
             pagelz: Some(PageLz::new()),
-            ..Self::new()
+            ..Self::with_thresholds(keep_per_4k, abort_per_4k)
         }
     }
 }
