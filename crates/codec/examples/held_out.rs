@@ -38,10 +38,10 @@ impl std::ops::AddAssign for Total {
 
 /// A codec's round trips over `pages` (best of three passes).
 fn measure(codec: &mut dyn Codec, pages: &[u8]) -> Total {
-    let (bytes, best) = common::round_trips(codec, pages, 3);
+    let trips = common::round_trips(codec, pages, 3);
     Total {
-        bytes: bytes as f64,
-        secs: best.as_secs_f64(),
+        bytes: trips.stored as f64,
+        secs: trips.time().as_secs_f64(),
     }
 }
 

@@ -6,49 +6,26 @@
 //!
 //! `cargo run --release -p ccvm-codec --example tune_hybrid -- [--pagelz] [CORPUS_DIR...]`
 //!
-//! The fallback is LZ4, or PageLz with `--pagelz`.
+//! The fallback is LZ4, or PageLz with `--pagelz`; the folders default to
+//! `corpus/large`.
 
-#[allow(dead_code)] // only the round trips
+#[allow(dead_code)] // only the round trips and the programs
 mod common;
 
-use ccvm_codec::{baseline::Lz4, hybrid::Hybrid, pagelz::PageLz, Codec, PAGE_SIZE};
-use std::time::{Duration, Instant};
+use common::RoundTrips;
 
-/// Stored bytes, and the best compression and decompression times of `passes`.
-fn measure(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> (usize, Duration, Duration) {
-    let mut packed = vec![0u8; 2 * PAGE_SIZE];
-    let mut back = vec![0u8; PAGE_SIZE];
-    let (mut stored, mut best_c, mut best_d) = (0, Duration::MAX, Duration::MAX);
-    for _ in 0..passes {
-        let (mut c, mut d, mut total) = (Duration::ZERO, Duration::ZERO, 0);
-        for page in pages.chunks_exact(PAGE_SIZE) {
-            let t = Instant::now();
-            let n = codec.compress(page, &mut packed).expect("twice a page fits");
-            c += t.elapsed();
-            let t = Instant::now();
-            codec.decompress(&packed[..n], &mut back).expect("own output decodes");
-            d += t.elapsed();
-            assert_eq!(back, page, "{} lost a page", codec.name());
-            total += n.min(PAGE_SIZE);
-        }
-        stored = total;
-        best_c = best_c.min(c);
-        best_d = best_d.min(d);
-    }
-    (stored, best_c, best_d)
+use ccvm_codec::{baseline::Lz4, hybrid::Hybrid, pagelz::PageLz, Codec};
+use std::time::Duration;
+
+fn measure(codec: &mut dyn Codec, pages: &[u8]) -> RoundTrips {
+    common::round_trips(codec, pages, 3)
 }
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let pagelz = args.iter().any(|a| a == "--pagelz");
     args.retain(|a| a != "--pagelz");
-    if args.is_empty() {
-        args.push(ccvm_corpus::default_dir().display().to_string());
-    }
-    let programs: Vec<_> = args
-        .iter()
-        .flat_map(|d| ccvm_corpus::load_dir(d).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let (programs, _) = common::programs_from(&args);
     let mb = |bytes: usize, t: Duration| bytes as f64 / t.as_secs_f64() / 1e6;
     let fallback = || -> Box<dyn Codec> {
         if pagelz {
@@ -57,10 +34,10 @@ fn main() {
             Box::new(Lz4::new())
         }
     };
-    let alone: Vec<_> = programs.iter().map(|p| measure(&mut *fallback(), &p.data, 3)).collect();
-    let all = |runs: &[(usize, Duration, Duration)]| {
+    let alone: Vec<_> = programs.iter().map(|p| measure(&mut *fallback(), &p.data)).collect();
+    let all = |runs: &[RoundTrips]| {
         runs.iter().fold((0, Duration::ZERO, Duration::ZERO), |(s, c, d), r| {
-            (s + r.0, c + r.1, d + r.2)
+            (s + r.stored, c + r.compress, d + r.decompress)
         })
     };
     let bytes: usize = programs.iter().map(|p| p.data.len()).sum();
@@ -81,12 +58,12 @@ fn main() {
                     Hybrid::with_thresholds(keep, abort)
                 }
             };
-            let runs: Vec<_> = programs.iter().map(|p| measure(&mut make(), &p.data, 3)).collect();
+            let runs: Vec<_> = programs.iter().map(|p| measure(&mut make(), &p.data)).collect();
             let (s, c, d) = all(&runs);
             let (worst, share) = programs
                 .iter()
                 .zip(runs.iter().zip(&alone))
-                .map(|(p, (r, a))| (p.name.as_str(), a.0 as f64 / r.0 as f64))
+                .map(|(p, (r, a))| (p.name.as_str(), a.stored as f64 / r.stored as f64))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .expect("a program");
             println!(

@@ -52,22 +52,40 @@ pub fn codecs(names: &[String]) -> Vec<Box<dyn Codec>> {
         .collect()
 }
 
+/// What [`round_trips`] measured: the bytes stored (a page the codec
+/// cannot shrink counts whole) and the fastest pass's compression and
+/// decompression times.
+#[allow(dead_code)] // not every example times round trips
+pub struct RoundTrips {
+    pub stored: usize,
+    pub compress: std::time::Duration,
+    pub decompress: std::time::Duration,
+}
+
+#[allow(dead_code)] // not every example times round trips
+impl RoundTrips {
+    /// The fastest pass's time, both ways.
+    pub fn time(&self) -> std::time::Duration {
+        self.compress + self.decompress
+    }
+}
+
 /// Every page of `pages` compressed and decompressed with `codec`, each
-/// checked against its original, `passes` times: the bytes stored (a page
-/// the codec cannot shrink counts whole) and the fastest pass's time.
+/// checked against its original, `passes` times.
 ///
 /// # Panics
 ///
 /// If the codec's output does not decode to its input.
 #[allow(dead_code)] // not every example times round trips
-pub fn round_trips(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> (usize, std::time::Duration) {
+pub fn round_trips(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> RoundTrips {
     use ccvm_codec::PAGE_SIZE;
+    use std::time::{Duration, Instant};
     let mut packed = vec![0u8; pages.len()];
     let mut lens = vec![0usize; pages.len() / PAGE_SIZE];
     let mut back = vec![0u8; PAGE_SIZE];
-    let mut best = std::time::Duration::MAX;
+    let (mut compress, mut decompress) = (Duration::MAX, Duration::ZERO);
     for _ in 0..passes {
-        let t = std::time::Instant::now();
+        let t = Instant::now();
         for ((p, slot), len) in pages
             .chunks_exact(PAGE_SIZE)
             .zip(packed.chunks_exact_mut(PAGE_SIZE))
@@ -75,6 +93,8 @@ pub fn round_trips(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> (usize
         {
             *len = codec.compress(p, slot).unwrap_or(0);
         }
+        let c = t.elapsed();
+        let t = Instant::now();
         for ((p, slot), &len) in pages
             .chunks_exact(PAGE_SIZE)
             .zip(packed.chunks_exact(PAGE_SIZE))
@@ -88,10 +108,17 @@ pub fn round_trips(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> (usize
             }
             std::hint::black_box(&back);
         }
-        best = best.min(t.elapsed());
+        let d = t.elapsed();
+        if c.saturating_add(d) < compress.saturating_add(decompress) {
+            (compress, decompress) = (c, d);
+        }
     }
     let stored = lens.iter().map(|&l| if l == 0 { PAGE_SIZE } else { l }).sum();
-    (stored, best)
+    RoundTrips {
+        stored,
+        compress,
+        decompress,
+    }
 }
 
 /// The programs of the corpus folders named as arguments (default:
@@ -103,7 +130,17 @@ pub fn round_trips(codec: &mut dyn Codec, pages: &[u8], passes: usize) -> (usize
 /// If a folder does not load, or fewer than two programs do.
 #[allow(dead_code)] // the leave-one-program-out examples only
 pub fn programs_from_args() -> (Vec<ccvm_corpus::PageFile>, String) {
-    let mut dirs: Vec<std::path::PathBuf> = std::env::args().skip(1).map(Into::into).collect();
+    programs_from(&std::env::args().skip(1).collect::<Vec<_>>())
+}
+
+/// [`programs_from_args`] for the folders named in `args`.
+///
+/// # Panics
+///
+/// If a folder does not load, or fewer than two programs do.
+#[allow(dead_code)] // the examples that compare programs only
+pub fn programs_from(args: &[String]) -> (Vec<ccvm_corpus::PageFile>, String) {
+    let mut dirs: Vec<std::path::PathBuf> = args.iter().map(Into::into).collect();
     if dirs.is_empty() {
         let pages = ccvm_corpus::default_dir();
         dirs.push(pages.parent().expect("corpus/pages has a parent").join("large"));
