@@ -111,6 +111,7 @@ fn many_threads_against_a_model(configs: &[(FaultMode, bool, f64, bool)]) {
             ..config(ram, 0.5, "fixed")
         };
         let stats = threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
+        assert!(stats.faults_cache > 0, "{stats:?}");
         assert_eq!(stats.faults_trap > 0, trap_share > 0.0, "{stats:?}");
         assert_eq!(
             stats.pages_compressed_background > 0,
@@ -166,7 +167,7 @@ fn threads_against_a_model(region: Region) -> ccvm_runtime::RuntimeStats {
     });
     let stats = region.finish().unwrap();
     eprintln!("{stats:?}");
-    assert!(stats.faults_cache > 0 && stats.faults_disk > 0, "{stats:?}");
+    assert!(stats.faults_disk > 0, "{stats:?}");
     stats
 }
 
@@ -338,6 +339,12 @@ fn write_scans_keep_every_write() {
             ..config(ram, 0.5, policy)
         };
         let stats = threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
+        // The adaptive policy weighs the codec's measured cost against a
+        // disk read; in a debug build compressing a page can cost more, and
+        // then it rightly keeps no compression cache.
+        if policy == "fixed" {
+            assert!(stats.faults_cache > 0, "{stats:?}");
+        }
         // In 128 frames every resident page faulted in since the last
         // scan, whose report it thus is not: the scans ran, and eviction
         // went on under them.
