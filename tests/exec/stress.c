@@ -79,6 +79,40 @@ static uint64_t blocks(size_t mib, uint64_t seed) {
     return h;
 }
 
+/* Small blocks, the heap's size classes: many objects of at most a few
+ * hundred bytes, freed and reallocated within and across classes and out
+ * of them, calloc'd ones zero, each aligned and as long as asked. */
+static void small_blocks(size_t mib, uint64_t seed) {
+    rng_state = seed * 2654435761u + 1;
+    size_t count = mib * 4096, bad = 0;
+    struct block *b = calloc(count, sizeof *b);
+    for (size_t i = 0; i < count; i++) {
+        size_t n = 1 + rnd() % 520;
+        b[i].p = i % 3 ? malloc(n) : calloc(1, n); b[i].n = n; b[i].seed = rnd();
+        if (!(i % 3)) for (size_t k = 0; k < n; k++) if (b[i].p[k]) { bad++; break; }
+        if ((uintptr_t)b[i].p % 16 || malloc_usable_size(b[i].p) < n) bad++;
+        fill(b[i].p, n, b[i].seed);
+    }
+    for (size_t round = 0; round < 4 * count; round++) {
+        size_t i = rnd() % count;
+        switch (rnd() % 4) {
+        case 0: free(b[i].p); b[i].n = 1 + rnd() % 600; b[i].p = malloc(b[i].n); b[i].seed = rnd(); fill(b[i].p, b[i].n, b[i].seed); break;
+        case 1: { size_t n = rnd() % 32 ? 1 + rnd() % 600 : 1 + rnd() % 9000; unsigned char *q = realloc(b[i].p, n);
+                  if (!check(q, n < b[i].n ? n : b[i].n, b[i].seed) || (uintptr_t)q % 16) bad++;
+                  b[i].p = q; b[i].n = n; fill(q, n, b[i].seed); break; }
+        default: if (!check(b[i].p, b[i].n, b[i].seed)) bad++;
+        }
+    }
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < count; i++) {
+        if (!check(b[i].p, b[i].n, b[i].seed)) bad++;
+        h = fnv(h, b[i].p, b[i].n);
+    }
+    for (size_t i = 0; i < count; i++) free(b[i].p);
+    free(b);
+    printf("small blocks: %zu bad, hash %016llx\n", bad, (unsigned long long)h);
+}
+
 /* Large reallocs up and down, calloc zeroes, aligned blocks, usable sizes. */
 static void big(size_t mib) {
     size_t n = mib << 19, bad = 0;
@@ -250,6 +284,7 @@ int main(int argc, char **argv) {
     }
     size_t mib = strtoul(argv[1], NULL, 10);
     blocks(mib, 1);
+    small_blocks(mib, 3);
     big(mib);
     mappings(mib);
     threads(mib);
