@@ -84,7 +84,7 @@ static uint64_t blocks(size_t mib, uint64_t seed) {
  * of them, calloc'd ones zero, each aligned and as long as asked. */
 static void small_blocks(size_t mib, uint64_t seed) {
     rng_state = seed * 2654435761u + 1;
-    size_t count = mib * 4096, bad = 0;
+    size_t count = mib * 2048, bad = 0;
     struct block *b = calloc(count, sizeof *b);
     for (size_t i = 0; i < count; i++) {
         size_t n = 1 + rnd() % 520;
@@ -93,7 +93,7 @@ static void small_blocks(size_t mib, uint64_t seed) {
         if ((uintptr_t)b[i].p % 16 || malloc_usable_size(b[i].p) < n) bad++;
         fill(b[i].p, n, b[i].seed);
     }
-    for (size_t round = 0; round < 4 * count; round++) {
+    for (size_t round = 0; round < 3 * count; round++) {
         size_t i = rnd() % count;
         switch (rnd() % 4) {
         case 0: free(b[i].p); b[i].n = 1 + rnd() % 600; b[i].p = malloc(b[i].n); b[i].seed = rnd(); fill(b[i].p, b[i].n, b[i].seed); break;
