@@ -367,6 +367,30 @@ fn madvised_pages_read_back_as_the_kernel_says_after_eviction() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Small objects freed in bulk give their memory back: the heap's emptied
+/// slabs (past the few it keeps) are dropped, not kept, compressed or
+/// written out, and serve the next phase, whose calloc'd objects read as
+/// zeros (`tests/exec/phases.c`, paged in 8 MiB).
+#[test]
+fn small_objects_freed_in_bulk_are_dropped_and_reused() {
+    let dir = scratch_dir("phases");
+    let program = build_c(&dir, "phases");
+    let command = [program.to_str().unwrap()];
+    let plain = Command::new(command[0]).output().unwrap();
+    assert!(plain.status.success());
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("phase 2: 0 nonzero"));
+    let path = dir.join("run.json");
+    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, plain.stdout, "output differs from the unpaged run");
+    let stats = &report(&path)["processes"][0]["stats"];
+    // 48 MiB of 48-byte objects fill 768 slabs of 16 pages; all but 16
+    // are dropped when the objects are freed.
+    let dropped = stats["pages_discarded"].as_u64().unwrap();
+    assert!(dropped >= 752 * 16, "{dropped} pages dropped: {stats}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Memory calls made without the C library (inline system calls) on heap
 /// pages that left memory do what the kernel's do (`tests/exec/rawcalls.c`:
 /// protections changed and back, a range dropped, unmapped and mapped

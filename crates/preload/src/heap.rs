@@ -10,7 +10,9 @@
 //!   perl program's lookups touched twice the pages they touch under the
 //!   C library's allocator, which doubled its faults under the kernel's
 //!   swap as under ccvm (`docs/kernel.md`, "The heap's allocator"). When
-//!   the slabs' part is full, small objects go to TLSF too.
+//!   the slabs' part is full, small objects go to TLSF too. Slabs that
+//!   empty past a few kept are dropped (the pager forgets their pages),
+//!   under the heap's lock: the pager's lock is always taken after it.
 //! * TLSF, not a hand-written allocator: constant time per call, and it
 //!   takes its pool as a plain range of memory, which is what a region is.
 //!   One lock for all threads: the programs paged here spend their time in
@@ -85,7 +87,10 @@ pub static UNPAGED: AtomicUsize = AtomicUsize::new(0);
 /// the rest of the process.
 pub unsafe fn init(start: *mut u8, len: usize) {
     let mut pool = Pool::new();
-    let large = len - len / SMALL_SHARE;
+    // Page-aligned, so that slabs (whole pages) can be dropped exactly.
+    let large = (len - len / SMALL_SHARE)
+        .next_multiple_of(ccvm_runtime::PAGE_SIZE)
+        .min(len);
     let block = NonNull::new(std::ptr::slice_from_raw_parts_mut(start, large)).expect("the region is not null");
     // SAFETY: as the caller promises; the two parts do not overlap.
     let small = unsafe {
@@ -222,8 +227,14 @@ impl Heap {
     unsafe fn free(&mut self, user: *mut u8) {
         if self.small.contains(user) {
             // SAFETY: as the caller promises.
-            if unsafe { self.small.free(user) }.is_none() {
-                invalid("free", user);
+            match unsafe { self.small.free(user) } {
+                None => invalid("free", user),
+                // Freed memory is not kept, compressed or written out.
+                Some(freed) => {
+                    if let Some((start, len)) = freed.released {
+                        crate::vm::drop_pages(start as usize, len);
+                    }
+                }
             }
             return;
         }

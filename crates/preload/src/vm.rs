@@ -149,7 +149,7 @@ fn in_region(addr: usize, len: usize) -> Option<(&'static ccvm_runtime::Region, 
 
 /// Drops heap pages: they read back as zeros, and their copies in the
 /// cache or on disk are forgotten.
-fn drop_pages(addr: usize, len: usize) {
+pub(crate) fn drop_pages(addr: usize, len: usize) {
     if len == 0 {
         return;
     }

@@ -29,6 +29,13 @@
 //!   object is freed goes back to a pool shared by all classes, so a
 //!   program that changes what it allocates does not strand memory in
 //!   the classes it stopped using.
+//! * Past [`KEEP_EMPTY`] empty slabs, a slab that empties is *released*:
+//!   [`SizeClasses::free`] hands its range back to the caller, whose pages
+//!   should be dropped (the paged heap forgets them, so that freed memory
+//!   is neither kept nor compressed nor written out), and the slab is
+//!   reused after the kept ones. A few are kept so that a class whose
+//!   last object comes and goes does not drop and fault in a slab each
+//!   time.
 //! * A fresh slab is carved from its start as objects are asked for, so
 //!   its pages are touched one by one, not all at once.
 //! * Metadata (24 bytes a slab) lives outside the range, in the caller's
@@ -45,7 +52,7 @@
 //! assert_eq!(b as usize - a as usize, 32); // side by side, no header
 //! assert_eq!(small.usable_size(a), Some(32));
 //! // SAFETY: `a` came from `small` and is not used again.
-//! assert_eq!(unsafe { small.free(a) }, Some(32));
+//! assert_eq!(unsafe { small.free(a) }.map(|f| f.object), Some(32));
 //! assert_eq!(small.in_use(), 32);
 //! ```
 
@@ -57,6 +64,9 @@ pub const GRAIN: usize = 16;
 pub const MAX_SMALL: usize = 512;
 /// Bytes of one slab.
 pub const SLAB_BYTES: usize = 64 << 10;
+/// Empty slabs kept as they are; past these, a slab that empties is
+/// released (see [`Freed::released`]).
+pub const KEEP_EMPTY: usize = 16;
 const CLASSES: usize = MAX_SMALL / GRAIN;
 const NONE: u32 = u32::MAX;
 
@@ -78,6 +88,17 @@ struct Slab {
     listed: bool,
 }
 
+/// What a [`SizeClasses::free`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freed {
+    /// The object's size, bytes.
+    pub object: usize,
+    /// A slab emptied and released: its range (start, bytes), which the
+    /// caller may drop (make read back as zeros). No live object lies in
+    /// it until the allocator hands one out from it again.
+    pub released: Option<(*mut u8, usize)>,
+}
+
 /// Small objects in slabs of one size class each, over a range of
 /// memory the allocator owns.
 ///
@@ -90,8 +111,10 @@ pub struct SizeClasses {
     /// Slabs the range holds.
     capacity: usize,
     slabs: Vec<Slab>,
-    /// Slabs with no live object, for any class.
+    /// Slabs with no live object, for any class: kept as they are (at
+    /// most [`KEEP_EMPTY`]), and released.
     empty: Vec<u32>,
+    released: Vec<u32>,
     /// Head of each class's list of slabs with room.
     partial: [u32; CLASSES],
     in_use: usize,
@@ -115,6 +138,7 @@ impl SizeClasses {
             capacity: (len / SLAB_BYTES).min(NONE as usize),
             slabs: Vec::new(),
             empty: Vec::new(),
+            released: Vec::new(),
             partial: [NONE; CLASSES],
             in_use: 0,
         }
@@ -174,15 +198,16 @@ impl SizeClasses {
         Some((base + offset as usize) as *mut u8)
     }
 
-    /// Frees an object; its object size, or `None` (nothing changed) if
-    /// `ptr` is not the start of an object handed out.
+    /// Frees an object: its object size, and the range of its slab if the
+    /// slab emptied and was released; `None` (nothing changed) if `ptr` is
+    /// not the start of an object handed out.
     ///
     /// # Safety
     ///
     /// `ptr` is not an object freed since it was last handed out (a
     /// second `free` of it would hand it out twice), and is not used
     /// after this.
-    pub unsafe fn free(&mut self, ptr: *mut u8) -> Option<usize> {
+    pub unsafe fn free(&mut self, ptr: *mut u8) -> Option<Freed> {
         let (s, offset) = self.locate(ptr)?;
         let slab_start = self.slab_start(s);
         let slab = &mut self.slabs[s as usize];
@@ -195,16 +220,22 @@ impl SizeClasses {
         let class = object / GRAIN - 1;
         self.in_use -= object;
         let (live, listed) = (slab.live, slab.listed);
+        let mut released = None;
         if live == 0 {
             if listed {
                 self.unlink(class, s);
             }
-            self.empty.push(s);
+            if self.empty.len() < KEEP_EMPTY {
+                self.empty.push(s);
+            } else {
+                self.released.push(s);
+                released = Some((slab_start as *mut u8, SLAB_BYTES));
+            }
         } else if !listed {
             self.link(class, s);
         }
         debug_assert_eq!(slab_start + offset as usize, ptr as usize);
-        Some(object)
+        Some(Freed { object, released })
     }
 
     /// The object size of the object at `ptr`, or `None` if `ptr` is not
@@ -232,7 +263,7 @@ impl SizeClasses {
 
     /// An empty slab made over for objects of `object` bytes.
     fn take_slab(&mut self, object: usize) -> Option<u32> {
-        let s = match self.empty.pop() {
+        let s = match self.empty.pop().or_else(|| self.released.pop()) {
             Some(s) => s,
             None if self.slabs.len() < self.capacity => {
                 self.slabs.push(Slab {

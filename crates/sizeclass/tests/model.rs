@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use ccvm_sizeclass::{SizeClasses, GRAIN, MAX_SMALL, SLAB_BYTES};
+use ccvm_sizeclass::{SizeClasses, GRAIN, KEEP_EMPTY, MAX_SMALL, SLAB_BYTES};
 use proptest::prelude::*;
 
 /// An allocator over a buffer of its own.
@@ -61,7 +61,8 @@ proptest! {
 
     #[test]
     fn matches_a_model(ops in ops()) {
-        let mut f = Fixture::new(6);
+        let mut f = Fixture::new(KEEP_EMPTY + 6);
+        let slabs = KEEP_EMPTY + 6;
         let (lo, hi) = f.range();
         // start -> (size asked, object size, tag)
         let mut live: BTreeMap<usize, (usize, usize, u64)> = BTreeMap::new();
@@ -70,7 +71,7 @@ proptest! {
                 Op::Alloc(size) => {
                     let Some(p) = f.small.alloc(size) else {
                         // Full: every slab is in use.
-                        prop_assert!(f.small.carved_bytes() == 6 * SLAB_BYTES);
+                        prop_assert!(f.small.carved_bytes() == slabs * SLAB_BYTES);
                         continue;
                     };
                     let at = p as usize;
@@ -95,7 +96,18 @@ proptest! {
                     let (_, object, tag) = live.remove(&at).unwrap();
                     prop_assert!(intact(at as *const u8, object, tag));
                     // SAFETY: live, handed out by `small`, not used again.
-                    prop_assert_eq!(unsafe { f.small.free(at as *mut u8) }, Some(object));
+                    let freed = unsafe { f.small.free(at as *mut u8) }.expect("a live object");
+                    prop_assert_eq!(freed.object, object);
+                    if let Some((start, len)) = freed.released {
+                        // Dropped, as the paged heap drops it: no live
+                        // object may lie there.
+                        prop_assert_eq!(len, SLAB_BYTES);
+                        let (a, b) = (start as usize, start as usize + len);
+                        prop_assert!(a >= lo && b <= hi);
+                        prop_assert!(live.range(a.saturating_sub(MAX_SMALL)..b).all(|(&o, v)| o + v.1 <= a || o >= b));
+                        // SAFETY: inside the fixture's buffer, holding no live object.
+                        unsafe { start.write_bytes(0xa5, len) };
+                    }
                 }
             }
             prop_assert_eq!(f.small.in_use(), live.values().map(|v| v.1).sum::<usize>());
@@ -117,7 +129,7 @@ fn freed_slabs_serve_other_classes() {
     assert!(f.small.alloc(500).is_none(), "no slab left");
     for p in first {
         // SAFETY: each handed out once, not used again.
-        assert_eq!(unsafe { f.small.free(p) }, Some(16));
+        assert_eq!(unsafe { f.small.free(p) }.map(|f| f.object), Some(16));
     }
     assert_eq!(f.small.in_use(), 0);
     let big = f.small.alloc(500).expect("an emptied slab is reused by any class");
@@ -132,9 +144,37 @@ fn refuses_what_it_did_not_hand_out() {
     let p = f.small.alloc(40).unwrap();
     // SAFETY: `free` checks these before touching anything.
     unsafe {
-        assert_eq!(f.small.free(p.add(16)), None, "inside an object");
-        assert_eq!(f.small.free(p.add(48 * 3)), None, "never carved");
-        assert_eq!(f.small.free(std::ptr::null_mut()), None, "outside the range");
+        assert!(f.small.free(p.add(16)).is_none(), "inside an object");
+        assert!(f.small.free(p.add(48 * 3)).is_none(), "never carved");
+        assert!(f.small.free(std::ptr::null_mut()).is_none(), "outside the range");
     }
     assert_eq!(f.small.usable_size(p), Some(48));
+}
+
+/// Past the kept empty slabs, an emptied slab is released, and reused
+/// (zeroed, as the heap drops it) after the kept ones.
+#[test]
+fn slabs_past_the_kept_ones_are_released_and_reused() {
+    let slabs = KEEP_EMPTY + 3;
+    let mut f = Fixture::new(slabs);
+    let per = SLAB_BYTES / 512;
+    let all: Vec<*mut u8> = (0..slabs * per).map(|_| f.small.alloc(512).unwrap()).collect();
+    let mut released = Vec::new();
+    for &p in &all {
+        // SAFETY: each handed out once, not used again.
+        if let Some(range) = unsafe { f.small.free(p) }.unwrap().released {
+            released.push(range);
+        }
+    }
+    assert_eq!(released.len(), 3, "all but the kept slabs are released");
+    for &(start, len) in &released {
+        // SAFETY: a released slab of the fixture's buffer.
+        unsafe { start.write_bytes(0, len) };
+    }
+    // The kept slabs first, then the released ones.
+    let again: Vec<*mut u8> = (0..slabs * per).map(|_| f.small.alloc(500).unwrap()).collect();
+    let in_released = |p: *mut u8| released.iter().any(|&(s, l)| p >= s && (p as usize) < s as usize + l);
+    assert!(again[..KEEP_EMPTY * per].iter().all(|&p| !in_released(p)));
+    assert!(again[KEEP_EMPTY * per..].iter().all(|&p| in_released(p)));
+    assert!(f.small.alloc(500).is_none(), "every slab in use again");
 }
