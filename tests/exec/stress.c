@@ -48,56 +48,42 @@ static int check(const void *p, size_t n, uint64_t seed) {
 
 struct block { unsigned char *p; size_t n; uint64_t seed; };
 
-/* Many blocks, filled, some freed and reallocated, all checked. */
-static uint64_t blocks(size_t mib, uint64_t seed) {
-    rng_state = seed * 2654435761u + 1;
-    size_t count = mib * 64, bad = 0;
-    struct block *b = calloc(count, sizeof *b);
-    for (size_t i = 0; i < count; i++) {
-        size_t n = 16 + rnd() % 32768;
-        b[i].p = malloc(n); b[i].n = n; b[i].seed = rnd();
-        fill(b[i].p, n, b[i].seed);
-    }
-    for (size_t round = 0; round < count; round++) {
-        size_t i = rnd() % count;
-        switch (rnd() % 3) {
-        case 0: free(b[i].p); b[i].n = 1 + rnd() % 65536; b[i].p = malloc(b[i].n); b[i].seed = rnd(); fill(b[i].p, b[i].n, b[i].seed); break;
-        case 1: { size_t n = 1 + rnd() % 65536; unsigned char *q = realloc(b[i].p, n);
-                  if (!check(q, n < b[i].n ? n : b[i].n, b[i].seed)) bad++;
-                  b[i].p = q; b[i].n = n; fill(q, n, b[i].seed); break; }
-        default: if (!check(b[i].p, b[i].n, b[i].seed)) bad++;
-        }
-    }
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < count; i++) {
-        if (!check(b[i].p, b[i].n, b[i].seed)) bad++;
-        h = fnv(h, b[i].p, b[i].n);
-    }
-    for (size_t i = 0; i < count; i++) free(b[i].p);
-    free(b);
-    printf("blocks: %zu bad, hash %016llx\n", bad, (unsigned long long)h);
-    return h;
-}
+/* How a churn of blocks goes: per MiB asked for, how many blocks and rounds
+ * of changes a block; the sizes of the first blocks, of those that replace
+ * them and of reallocs (one in `big_one_in` of which, when set, up to
+ * `big_span`); whether every third first block is calloc'd. */
+struct shape {
+    size_t per_mib, rounds, first_min, first_span, new_span, realloc_span, big_span, big_one_in;
+    int zeroed;
+};
 
+/* Many blocks (large ones; see `small_shape` for the heap's size classes):
+ * filled, some freed and reallocated, all checked to hold their bytes, be
+ * aligned to 16, be at least as long as asked, and, when calloc'd, zero. */
+static const struct shape large_shape = {64, 1, 16, 32768, 65536, 65536, 0, 0, 0};
 /* Small blocks, the heap's size classes: many objects of at most a few
  * hundred bytes, freed and reallocated within and across classes and out
- * of them, calloc'd ones zero, each aligned and as long as asked. */
-static void small_blocks(size_t mib, uint64_t seed) {
+ * of them. */
+static const struct shape small_shape = {2048, 3, 1, 520, 600, 600, 9000, 32, 1};
+
+static uint64_t churn(const char *name, const struct shape *s, size_t mib, uint64_t seed) {
     rng_state = seed * 2654435761u + 1;
-    size_t count = mib * 2048, bad = 0;
+    size_t count = mib * s->per_mib, bad = 0;
     struct block *b = calloc(count, sizeof *b);
     for (size_t i = 0; i < count; i++) {
-        size_t n = 1 + rnd() % 520;
-        b[i].p = i % 3 ? malloc(n) : calloc(1, n); b[i].n = n; b[i].seed = rnd();
-        if (!(i % 3)) for (size_t k = 0; k < n; k++) if (b[i].p[k]) { bad++; break; }
+        size_t n = s->first_min + rnd() % s->first_span;
+        int zero = s->zeroed && i % 3 == 0;
+        b[i].p = zero ? calloc(1, n) : malloc(n); b[i].n = n; b[i].seed = rnd();
+        if (zero) for (size_t k = 0; k < n; k++) if (b[i].p[k]) { bad++; break; }
         if ((uintptr_t)b[i].p % 16 || malloc_usable_size(b[i].p) < n) bad++;
         fill(b[i].p, n, b[i].seed);
     }
-    for (size_t round = 0; round < 3 * count; round++) {
+    for (size_t round = 0; round < s->rounds * count; round++) {
         size_t i = rnd() % count;
         switch (rnd() % 4) {
-        case 0: free(b[i].p); b[i].n = 1 + rnd() % 600; b[i].p = malloc(b[i].n); b[i].seed = rnd(); fill(b[i].p, b[i].n, b[i].seed); break;
-        case 1: { size_t n = rnd() % 32 ? 1 + rnd() % 600 : 1 + rnd() % 9000; unsigned char *q = realloc(b[i].p, n);
+        case 0: free(b[i].p); b[i].n = 1 + rnd() % s->new_span; b[i].p = malloc(b[i].n); b[i].seed = rnd(); fill(b[i].p, b[i].n, b[i].seed); break;
+        case 1: { int big = s->big_one_in && rnd() % s->big_one_in == 0;
+                  size_t n = 1 + rnd() % (big ? s->big_span : s->realloc_span); unsigned char *q = realloc(b[i].p, n);
                   if (!check(q, n < b[i].n ? n : b[i].n, b[i].seed) || (uintptr_t)q % 16) bad++;
                   b[i].p = q; b[i].n = n; fill(q, n, b[i].seed); break; }
         default: if (!check(b[i].p, b[i].n, b[i].seed)) bad++;
@@ -110,8 +96,11 @@ static void small_blocks(size_t mib, uint64_t seed) {
     }
     for (size_t i = 0; i < count; i++) free(b[i].p);
     free(b);
-    printf("small blocks: %zu bad, hash %016llx\n", bad, (unsigned long long)h);
+    printf("%s: %zu bad, hash %016llx\n", name, bad, (unsigned long long)h);
+    return h;
 }
+
+static uint64_t blocks(size_t mib, uint64_t seed) { return churn("blocks", &large_shape, mib, seed); }
 
 /* Large reallocs up and down, calloc zeroes, aligned blocks, usable sizes. */
 static void big(size_t mib) {
@@ -284,7 +273,7 @@ int main(int argc, char **argv) {
     }
     size_t mib = strtoul(argv[1], NULL, 10);
     blocks(mib, 1);
-    small_blocks(mib, 3);
+    churn("small blocks", &small_shape, mib, 3);
     big(mib);
     mappings(mib);
     threads(mib);

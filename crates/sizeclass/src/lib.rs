@@ -263,24 +263,7 @@ impl SizeClasses {
 
     /// An empty slab made over for objects of `object` bytes.
     fn take_slab(&mut self, object: usize) -> Option<u32> {
-        let s = match self.empty.pop().or_else(|| self.released.pop()) {
-            Some(s) => s,
-            None if self.slabs.len() < self.capacity => {
-                self.slabs.push(Slab {
-                    object: 0,
-                    live: 0,
-                    carved: 0,
-                    free: NONE,
-                    prev: NONE,
-                    next: NONE,
-                    listed: false,
-                });
-                (self.slabs.len() - 1) as u32
-            }
-            None => return None,
-        };
-        let slab = &mut self.slabs[s as usize];
-        *slab = Slab {
+        let fresh = Slab {
             object: object as u32,
             live: 0,
             carved: 0,
@@ -289,7 +272,17 @@ impl SizeClasses {
             next: NONE,
             listed: false,
         };
-        Some(s)
+        match self.empty.pop().or_else(|| self.released.pop()) {
+            Some(s) => {
+                self.slabs[s as usize] = fresh;
+                Some(s)
+            }
+            None if self.slabs.len() < self.capacity => {
+                self.slabs.push(fresh);
+                Some((self.slabs.len() - 1) as u32)
+            }
+            None => None,
+        }
     }
 
     /// Puts slab `s` at the head of its class's list.
@@ -298,10 +291,7 @@ impl SizeClasses {
         if head != NONE {
             self.slabs[head as usize].prev = s;
         }
-        let slab = &mut self.slabs[s as usize];
-        slab.prev = NONE;
-        slab.next = head;
-        slab.listed = true;
+        self.set_links(s, head, true);
         self.partial[class] = s;
     }
 
@@ -316,9 +306,14 @@ impl SizeClasses {
         if next != NONE {
             self.slabs[next as usize].prev = prev;
         }
+        self.set_links(s, NONE, false);
+    }
+
+    /// Slab `s` is first in its list (before `next`), or in none.
+    fn set_links(&mut self, s: u32, next: u32, listed: bool) {
         let slab = &mut self.slabs[s as usize];
-        slab.listed = false;
         slab.prev = NONE;
-        slab.next = NONE;
+        slab.next = next;
+        slab.listed = listed;
     }
 }
