@@ -261,12 +261,8 @@ impl Heap {
             if SizeClasses::object_size(size) == Some(old) {
                 return Some(user);
             }
-            let new = self.alloc(size, HEADER, false)?;
-            // SAFETY: two distinct blocks, each at least this long.
-            unsafe { std::ptr::copy_nonoverlapping(user, new, old.min(size)) };
-            // SAFETY: `user` came from this heap and is not used again.
-            unsafe { self.free(user) };
-            return Some(new);
+            // SAFETY: as the caller promises; `old` bytes long.
+            return unsafe { self.move_block(user, old, size, HEADER) };
         }
         // SAFETY: as the caller promises.
         let Header { size: old, align } = unsafe { Self::header(user).read() };
@@ -284,7 +280,20 @@ impl Heap {
             self.fresh = self.fresh.max(user as usize + size);
             return Some(user);
         }
-        let new = self.alloc(size, align & !UNCOUNTED, false)?;
+        // SAFETY: as the caller promises; `old` bytes long.
+        unsafe { self.move_block(user, old, size, align & !UNCOUNTED) }
+    }
+
+    /// Moves a block of `old` bytes to a new one of `size` bytes aligned
+    /// to `align`, freeing it; `None` (the block unchanged) if there is no
+    /// room.
+    ///
+    /// # Safety
+    ///
+    /// `user` came from this heap, is at least `old` bytes long, and is
+    /// not used again once moved.
+    unsafe fn move_block(&mut self, user: *mut u8, old: usize, size: usize, align: usize) -> Option<*mut u8> {
+        let new = self.alloc(size, align, false)?;
         // SAFETY: two distinct blocks, each at least this long.
         unsafe { std::ptr::copy_nonoverlapping(user, new, old.min(size)) };
         // SAFETY: `user` came from this heap and is not used again.
