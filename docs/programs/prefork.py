@@ -85,13 +85,27 @@ def main():
         keys += ["user:%d" % ask_rng.randrange(N) for _ in range(LOOKUPS // 4)]
         for line in ask(port, keys).splitlines():
             total = (total * 31 + zlib.crc32(line.encode())) % 1_000_000_007
+    # A worker that ended before its QUIT is said, with how it ended.
+    for pid in list(workers):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            sys.exit("worker %d ended early: %s" % (pid, ended(status)))
     for _ in range(WORKERS):
         with socket.create_connection(("127.0.0.1", port)) as c:
             c.sendall(b"QUIT\n")
             c.recv(1)
     for pid in workers:
-        os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            sys.exit("worker %d: %s" % (pid, ended(status)))
     print(total)
+
+
+def ended(status):
+    """How a child ended, from its wait status."""
+    if os.WIFSIGNALED(status):
+        return "killed by signal %d" % os.WTERMSIG(status)
+    return "exit status %d" % os.waitstatus_to_exitcode(status)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,10 @@
 //!   the cache: the splits have measured that the hits come, and charging
 //!   the cache's whole content up front stopped every share before its
 //!   first hit (`docs/results.md`, "Live: the splits measured on a
-//!   sample, and no harm").
+//!   sample, and no harm"). The run's own uncompressed pages are kept in
+//!   two lists with refault-distance activation (`levels`), while the
+//!   miniatures keep one queue: the splits are compared with each other
+//!   alike, and the run pages less than the split it chose predicts.
 
 use crate::levels::Levels;
 use crate::miniature::Miniatures;
@@ -565,6 +568,9 @@ impl Policy for Adaptive {
 
     fn faults_only(&mut self) {
         self.faults_only = self.allowance.is_some();
+        if self.faults_only {
+            self.levels.use_workingset();
+        }
     }
 
     fn uncompressed_limit(&self) -> usize {

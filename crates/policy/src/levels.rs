@@ -42,16 +42,23 @@
 //! * A reference seen on a resident page (a simulator's touch, the
 //!   runtime's write scans) activates it, as the kernel does for a page
 //!   referenced on the inactive list.
-//! * Only the fixed split with a cache uses the two lists (`none` is the
-//!   fault-order baseline `adaptive-safe` estimates), and only on a mechanism
-//!   that sees faults alone ([`crate::Policy::faults_only`]): a simulator
-//!   that sees every reference keeps exact LRU, which the paper's results
-//!   are stated for, and the policies' hand-worked counts with it. The
-//!   adaptive policies keep one queue: with two lists in the mechanism
-//!   and in `adaptive-safe`'s miniature splits, the CPython key-value
-//!   cache at `--ram 178M` (default policy) took 31.2, 32.4, 45.8 and
-//!   67.4 s against 27.9, 29.1 and 30.0 s with one queue, its guard
-//!   turning compression off for long stretches.
+//! * The fixed split with a cache and `adaptive-safe` use the two lists,
+//!   and only on a mechanism that sees faults alone
+//!   ([`crate::Policy::faults_only`]): a simulator that sees every
+//!   reference keeps exact LRU, which the paper's results are stated for,
+//!   and the policies' hand-worked counts with it. `none` stays in fault
+//!   order: it is the baseline `adaptive-safe` estimates, and the
+//!   miniature splits `adaptive-safe` sizes its cache by keep one queue
+//!   too. With two lists in the miniatures as well, the CPython key-value
+//!   cache at `--ram 178M` took 31.2, 32.4, 45.8 and 67.4 s against 27.9,
+//!   29.1 and 30.0 s with one queue everywhere, its guard turning
+//!   compression off for long stretches; with two lists in the run alone,
+//!   the run's cache faults fell by 12% on Tcl's session table
+//!   (`docs/programs/sessions.tcl`, `--ram 145M`), 15% on the key-value
+//!   cache (`--ram 160M`) and 3% on perl's (`docs/programs/users.pl`,
+//!   `--ram 170M`), and the built-in graph at 128 MiB in 100 MiB took a
+//!   fifth fewer disk faults (`docs/results.md`, "Two lists in
+//!   `adaptive-safe`'s run").
 //! * A shadow entry is 4 bytes of the evicted page's record
 //!   ([`crate::lists`]), charged to the budget with ccvm's other tables.
 
