@@ -85,8 +85,8 @@ def main():
         keys += ["user:%d" % ask_rng.randrange(N) for _ in range(LOOKUPS // 4)]
         for line in ask(port, keys).splitlines():
             total = (total * 31 + zlib.crc32(line.encode())) % 1_000_000_007
-    # A worker that ended before its QUIT is said, with how it ended.
-    for pid in list(workers):
+    # A worker that ended before its QUIT is named, with how it ended.
+    for pid in workers:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             sys.exit("worker %d ended early: %s" % (pid, ended(status)))
