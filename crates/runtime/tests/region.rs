@@ -147,7 +147,7 @@ fn threads_against_a_model(region: Region) -> ccvm_runtime::RuntimeStats {
             s.spawn(move || {
                 let mut model = std::collections::HashMap::new();
                 let mut x = 0x1234_5678_9abc_def1u64 ^ t as u64;
-                for step in 0..15_000u64 {
+                for step in 0..6_000u64 {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
