@@ -27,6 +27,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n / 2; i++) nonzero += m[i] != 0;
     for (size_t i = n / 2; i < 3 * n / 4; i++) wrong += m[i] != 0 && m[i] != (unsigned char)(i * 7 + 1);
     for (size_t i = 3 * n / 4; i < n; i++) wrong += m[i] != (unsigned char)(i * 7 + 1);
+    /* Pages dropped while resident and left untouched until memory fills
+     * are evicted as pages that read as zeros (under --write-scan too). */
+    size_t q = n / 8;
+    for (size_t i = 0; i < q; i++) m[i] = (unsigned char)(i * 3 + 1);
+    if (argc > 2) syscall(SYS_madvise, m, q, MADV_DONTNEED);
+    else madvise(m, q, MADV_DONTNEED);
+    for (size_t i = 0; i < n; i += 64) spill[i] = 2;
+    for (size_t i = 0; i < q; i++) nonzero += m[i] != 0;
     printf("dropped bytes not zero: %zu; freed or kept bytes wrong: %zu\n", nonzero, wrong);
     return nonzero != 0 || wrong != 0;
 }

@@ -73,6 +73,17 @@ impl Pager {
         }
         if let Some(frames) = self.frames.as_mut().filter(|_| movable) {
             let mut parked = frames.park(&self.parts.uffd, page, addr).is_ok();
+            if !parked && crate::uffd::mapped(addr, PAGE_SIZE) == Some(false) {
+                // Not there to move: the program dropped it (`MADV_DONTNEED`
+                // keeps a resident page resident in the books, reading as
+                // zeros). The write below would fault on the region inside
+                // this fault's service: SIGBUS, or a pager thread waiting
+                // on itself (node and the JVM met both under write scans).
+                self.evicted_one(page);
+                let mut copy = self.copies.take().unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE));
+                copy.fill(0);
+                return Some(Evicted::Copied(copy));
+            }
             if !parked && self.parts.uffd.writes_async() {
                 // Protection would not stop a writer here (see the
                 // `written` module). The kernel refuses to move a page
