@@ -535,7 +535,8 @@ fn reserved_then_committed_memory_is_paged_with_the_kernels_semantics() {
     let program = build_c(&dir, "reserve");
     let program = program.to_str().unwrap();
     let runs: [(&[&str], &[&str]); 3] = [
-        (&["1", "16", "3000", "1"], &["signal", "thread"]),
+        // Write scans skip the file mapped over the reservation.
+        (&["1", "16", "3000", "1"], &["signal", "thread", "signal --write-scan"]),
         (&["4", "4", "1500", "2"], &["signal", "thread"]),
         // Inline system calls: only signal mode's guard sees them.
         (&["4", "4", "1500", "3", "raw"], &["signal"]),
@@ -546,8 +547,10 @@ fn reserved_then_committed_memory_is_paged_with_the_kernels_semantics() {
         let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
         assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
         for &mode in modes {
-            let path = dir.join(format!("{mode}.json"));
-            let out = ccvm_exec(&["--ram", "12M", "--fault-mode", mode], &command, &path);
+            let path = dir.join(format!("{}.json", mode.replace(' ', "")));
+            let mut flags = vec!["--ram", "12M", "--fault-mode"];
+            flags.extend(mode.split(' '));
+            let out = ccvm_exec(&flags, &command, &path);
             let what = format!("{mode} {args:?}");
             assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
             assert_eq!(
@@ -563,6 +566,12 @@ fn reserved_then_committed_memory_is_paged_with_the_kernels_semantics() {
                 back > 1000,
                 "{what}: pages did not come back from the cache or disk: {stats}"
             );
+            if mode.ends_with("--write-scan") {
+                assert!(
+                    stats["write_scans"].as_u64().unwrap() > 0,
+                    "{what}: no write scan: {stats}"
+                );
+            }
         }
     }
     std::fs::remove_dir_all(&dir).ok();
