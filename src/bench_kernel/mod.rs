@@ -387,6 +387,9 @@ pub(crate) struct Args {
     cases: Vec<Case>,
     /// An unmodified program LABEL:LIMIT[,LIMIT...]:PROGRAM ARGS... (repeatable; arguments split at white space),
     /// run directly under the kernel's swap and through `ccvm exec`; its standard output is its checksum.
+    /// Runtimes that size their heaps from the cgroup's limit (the JVM, node) run smaller heaps on the
+    /// kernel's side: to compare one program, fix the size in its arguments (e.g. `-XX:-UseContainerSupport`,
+    /// `--max-old-space-size=N`).
     #[arg(long = "program", value_name = "PROGRAM", value_parser = parse_program)]
     programs: Vec<Case>,
     /// Kernel setups to compare (repeatable): zram-ALGORITHM (e.g. zram-lz4, zram-lzo-rle) or zswap-ALGORITHM
