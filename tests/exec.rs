@@ -41,6 +41,16 @@ fn ccvm_exec(flags: &[&str], command: &[&str], report: &Path) -> Output {
         .unwrap()
 }
 
+/// `ccvm exec --ram 12M --fault-mode MODE` (MODE: a fault mode, then any
+/// further flags, space-separated), reporting to a file in `dir` named
+/// after the mode; the output and that file's path.
+fn ccvm_exec_in_mode(mode: &str, command: &[&str], dir: &Path) -> (Output, PathBuf) {
+    let path = dir.join(format!("{}.json", mode.replace(' ', "")));
+    let mut flags = vec!["--ram", "12M", "--fault-mode"];
+    flags.extend(mode.split(' '));
+    (ccvm_exec(&flags, command, &path), path)
+}
+
 fn report(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -359,10 +369,7 @@ fn madvised_pages_read_back_as_the_kernel_says_after_eviction() {
             .into_iter()
             .take(scans)
         {
-            let path = dir.join(format!("{}.json", mode.replace(' ', "")));
-            let mut flags = vec!["--ram", "12M", "--fault-mode"];
-            flags.extend(mode.split(' '));
-            let out = ccvm_exec(&flags, &command, &path);
+            let (out, path) = ccvm_exec_in_mode(mode, &command, &dir);
             let what = format!("{mode} {how:?}");
             assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stdout));
             assert_eq!(out.stdout, plain.stdout, "{what}");
@@ -547,10 +554,7 @@ fn reserved_then_committed_memory_is_paged_with_the_kernels_semantics() {
         let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
         assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
         for &mode in modes {
-            let path = dir.join(format!("{}.json", mode.replace(' ', "")));
-            let mut flags = vec!["--ram", "12M", "--fault-mode"];
-            flags.extend(mode.split(' '));
-            let out = ccvm_exec(&flags, &command, &path);
+            let (out, path) = ccvm_exec_in_mode(mode, &command, &dir);
             let what = format!("{mode} {args:?}");
             assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
             assert_eq!(

@@ -80,9 +80,7 @@ impl Pager {
                 // this fault's service: SIGBUS, or a pager thread waiting
                 // on itself (node and the JVM met both under write scans).
                 self.evicted_one(page);
-                let mut copy = self.copies.take().unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE));
-                copy.fill(0);
-                return Some(Evicted::Copied(copy));
+                return Some(self.zeros());
             }
             if !parked && self.parts.uffd.writes_async() {
                 // Protection would not stop a writer here (see the
@@ -112,13 +110,12 @@ impl Pager {
         if let Err(e) = self.parts.uffd.write_protect(addr, PAGE_SIZE) {
             fatal(format!("userfaultfd write-protect: {e}"));
         }
-        let mut copy = self.copies.take().unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE));
         if crate::uffd::mapped(addr, PAGE_SIZE) == Some(false) {
             // Dropped by the program (`MADV_DONTNEED`): it reads as zeros,
             // and reading it here would fault on the region.
-            copy.fill(0);
-            return Some(Evicted::Copied(copy));
+            return Some(self.zeros());
         }
+        let mut copy = self.copies.take().unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE));
         // SAFETY: the page is mapped (resident) and write-protected, so no
         // thread changes it while it is copied.
         unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, copy.as_mut_ptr(), PAGE_SIZE) };
@@ -127,6 +124,13 @@ impl Pager {
             fatal(format!("madvise: {}", std::io::Error::last_os_error()));
         }
         Some(Evicted::Copied(copy))
+    }
+
+    /// The bytes of an evicted page the program had dropped: zeros.
+    fn zeros(&mut self) -> Evicted {
+        let mut copy = self.copies.take().unwrap_or_else(|| AlignedBuf::new(PAGE_SIZE));
+        copy.fill(0);
+        Evicted::Copied(copy)
     }
 
     /// Resident page `page` has left memory.
