@@ -489,6 +489,12 @@ mod tests {
         packed(&block[60000 - 2048..60000 + 2048]);
     }
 
+    /// The next state of a 64-bit linear congruential generator.
+    fn next(seed: u64) -> u64 {
+        seed.wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407)
+    }
+
     #[test]
     fn stale_table_entries_are_harmless() {
         let mut codec = PageLz::new();
@@ -497,9 +503,7 @@ mod tests {
         for round in 0..300 {
             let page: Vec<u8> = (0..4096)
                 .map(|k| {
-                    seed = seed
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
+                    seed = next(seed);
                     if (k / 64 + round) % 3 == 0 {
                         (seed >> 59) as u8
                     } else {
@@ -523,9 +527,7 @@ mod tests {
         for round in 0..400 {
             let words: Vec<u64> = (0..512)
                 .map(|k| {
-                    seed = seed
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
+                    seed = next(seed);
                     match (k + round) % 7 {
                         0 | 1 => 0x7f3a_0000_1000 + 16 * (seed >> 58),
                         2 => seed >> (round % 64),
