@@ -225,6 +225,7 @@ fn fast_sequence(input: &[u8], block: &mut [u8], i: usize, o: usize) -> Option<(
         let mut k = 16;
         while k < lits {
             copy16(src.add(i + k), dst.add(o + k));
+            keep_loop();
             k += 16;
         }
         let (from, to) = (dst.add(d - offset) as *const u8, dst.add(d));
@@ -236,6 +237,7 @@ fn fast_sequence(input: &[u8], block: &mut [u8], i: usize, o: usize) -> Option<(
             let mut k = 16;
             while k < len {
                 copy8(from.add(k), to.add(k));
+                keep_loop();
                 k += 8;
             }
         } else {
@@ -257,6 +259,18 @@ fn fast_sequence(input: &[u8], block: &mut [u8], i: usize, o: usize) -> Option<(
         }
         Some((i + lits, d + len))
     }
+}
+
+/// Keeps a copy loop a loop of the fast path's own. Without it the
+/// compiler turns the long-literal loop into a call of `memcpy` and the
+/// long-copy loop into a vectorized one with overlap tests; the registers
+/// those need made it keep the output position on the stack, on every
+/// sequence's path. An empty `asm!` counts as a side effect, which such
+/// rewrites must keep, and emits nothing.
+#[inline(always)]
+fn keep_loop() {
+    // SAFETY: no instruction; it reads and writes nothing.
+    unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) }
 }
 
 /// Copies 8 bytes, unaligned.
