@@ -64,17 +64,19 @@ impl Pager {
         }
     }
 
-    /// Maps never-touched page `page` as zeros: a spare frame, zeroed,
-    /// saves the kernel allocating and zeroing one at the first write;
-    /// else the zero page.
+    /// Maps never-touched page `page` as zeros the program can write: a
+    /// spare frame, zeroed, or else a zeroed page copied in.
+    ///
+    /// Not the kernel's zero page: it is mapped read-only, so the write
+    /// that follows (at once on a first write, soon on the pages read
+    /// ahead of a run of them) faults again, and the kernel's copy of it
+    /// flushes the page from every CPU the program's threads run on, an
+    /// interrupt to each. On a JVM that does not page (`--ram 400M`), those
+    /// second faults and their flushes were most of ccvm's overhead.
     pub(super) fn map_zeros(&mut self, page: usize) {
-        match self.target(page) {
-            Target::Frame(slot) => {
-                self.target_bytes(Target::Frame(slot)).fill(0);
-                self.map_page(page, Target::Frame(slot));
-            }
-            Target::Buffer => self.map_zero_page(page),
-        }
+        let target = self.target(page);
+        self.target_bytes(target).fill(0);
+        self.map_page(page, target);
     }
 
     /// Maps never-touched (or only read) page `page` as the zero page,
