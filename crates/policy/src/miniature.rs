@@ -73,6 +73,20 @@
 //!   sampled events): [`Miniatures::best_from`], since switching on noise
 //!   moves the split back and forth (`docs/results.md`, "The start, the
 //!   guard's noise, and the splits' own memory").
+//! * Dropping the cache (a move to 0%) must also pay over a horizon of
+//!   [`LONG_MEMORIES`] memories' worth of sampled touches, a second
+//!   decayed cost kept beside the first. A program that allocates in
+//!   bursts (node's V8 heap) makes the cache's splits pay a compression for
+//!   every page they spill during a burst while the split without a cache
+//!   pays nothing, and its disk faults come only later, when the program
+//!   walks the data again: over one memory's worth the 0% split looked
+//!   cheapest at each burst, the run dropped its cache, sent the next
+//!   tens of thousands of pages to disk raw and faulted them back from
+//!   the swap file, where the same miniatures' whole-run counts put the
+//!   0% split at six times the 23% split's disk faults (`docs/results.md`,
+//!   "node at 180M: dropping the cache on a burst"). Moving between caches
+//!   of other sizes, and turning a cache on, stay on the short horizon:
+//!   they move a page per fault and lose nothing.
 //! * One split may move: `adaptive-safe`'s fitting share (see
 //!   `Adaptive`), set by [`Miniatures::set_share`]. It always runs, and
 //!   its pages stay where they are when it moves. Every split is resized
@@ -88,6 +102,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::queue::RecencyQueue;
 use crate::{Action, Costs, Level};
+
+/// Memories' worth of sampled touches the long costs span (weighing the
+/// oldest at a fifth, as the short costs weigh one memory's worth).
+const LONG_MEMORIES: f64 = 8.0;
 
 /// The most pages sampled per page kept (see the module docs).
 const MAX_RATE: u64 = 64;
@@ -167,6 +185,7 @@ impl DiskBits {
 struct Price {
     costs: Costs,
     weight: f64,
+    long_weight: f64,
     rate: u64,
 }
 
@@ -187,6 +206,9 @@ struct Split {
     compressed: RecencyQueue,
     /// Decayed paging cost, ns times the current weight.
     cost: f64,
+    /// The same over [`LONG_MEMORIES`] memories' worth of touches, ns
+    /// times the current long weight.
+    long_cost: f64,
     /// Disk faults, each times the sampling rate when it was taken.
     disk_faults: f64,
 }
@@ -198,7 +220,12 @@ impl Split {
     /// page was mapped (a write scan's report), which reorders a split that
     /// holds it uncompressed, as the mechanism's own order is reordered.
     fn touch(&mut self, disk: &mut DiskBits, page: u64, seen: bool, price: &Price, released: &mut Vec<u64>) {
-        let Price { costs, weight, rate } = *price;
+        let Price {
+            costs,
+            weight,
+            long_weight,
+            rate,
+        } = *price;
         if self.uncompressed.contains(page) {
             if seen {
                 self.uncompressed.push_newest(page);
@@ -231,6 +258,7 @@ impl Split {
             disk.put(out, self.index, true);
         }
         self.cost += ns * weight;
+        self.long_cost += ns * long_weight;
     }
 }
 
@@ -268,6 +296,8 @@ pub struct Miniatures {
     released: Vec<u64>,
     weight: f64,
     decay: f64,
+    long_weight: f64,
+    long_decay: f64,
     /// Watched touches and faults seen at this rate.
     watches: u64,
     faults: u64,
@@ -309,6 +339,7 @@ impl Miniatures {
                 uncompressed: RecencyQueue::default(),
                 compressed: RecencyQueue::default(),
                 cost: 0.0,
+                long_cost: 0.0,
                 disk_faults: 0.0,
             })
             .collect();
@@ -323,6 +354,8 @@ impl Miniatures {
             released: Vec::new(),
             weight: 1.0,
             decay: 1.0,
+            long_weight: 1.0,
+            long_decay: 1.0,
             watches: 0,
             faults: 0,
             floating: None,
@@ -365,7 +398,9 @@ impl Miniatures {
             s.uncompressed_cap = ((self.frames as f64 * (1.0 - s.share)) / rate).floor().max(1.0) as usize;
             s.compressed_cap = (self.frames as f64 * s.share * self.ratio / rate).floor() as usize;
         }
-        self.decay = 0.2f64.powf(rate / self.frames.max(1) as f64);
+        let frames = self.frames.max(1) as f64;
+        self.decay = 0.2f64.powf(rate / frames);
+        self.long_decay = 0.2f64.powf(rate / (LONG_MEMORIES * frames));
     }
 
     /// Samples half as many pages: those the doubled rate still samples
@@ -398,12 +433,9 @@ impl Miniatures {
             return;
         }
         self.ratio = ratio;
-        let highest = self
-            .splits
-            .iter()
-            .filter(|s| s.active)
-            .map(|s| s.cost)
-            .fold(0.0, f64::max);
+        let active = || self.splits.iter().filter(|s| s.active);
+        let highest = active().map(|s| s.cost).fold(0.0, f64::max);
+        let highest_long = active().map(|s| s.long_cost).fold(0.0, f64::max);
         let floating = self.floating;
         for s in self
             .splits
@@ -421,6 +453,7 @@ impl Miniatures {
                 s.compressed = RecencyQueue::default();
                 self.disk.clear_split(s.index);
                 s.cost = highest;
+                s.long_cost = highest_long;
                 s.disk_faults = 0.0;
             }
         }
@@ -462,16 +495,20 @@ impl Miniatures {
             return watched;
         }
         self.weight /= self.decay;
-        if self.weight > 1e200 {
+        self.long_weight /= self.long_decay;
+        if self.weight > 1e200 || self.long_weight > 1e200 {
             for s in &mut self.splits {
                 s.cost /= self.weight;
+                s.long_cost /= self.long_weight;
             }
             self.weight = 1.0;
+            self.long_weight = 1.0;
         }
         let mut released = std::mem::take(&mut self.released);
         let price = Price {
             costs: self.costs,
             weight: self.weight,
+            long_weight: self.long_weight,
             rate: self.rate,
         };
         for s in self.splits.iter_mut().filter(|s| s.active) {
@@ -502,19 +539,26 @@ impl Miniatures {
     /// costs no more than one standard error beyond it: each cost is a
     /// decayed count of sampled events, whose error grows as its square
     /// root (in disk faults' worth), and a switch on noise alone costs the
-    /// moves to the new split and, often, the moves back.
+    /// moves to the new split and, often, the moves back. A move from a
+    /// cache to the split without one must also be beyond the noise over
+    /// the long horizon (see the module docs).
     pub fn best_from(&self, current: usize) -> usize {
         let best = self.best();
         let Some(cur) = self.splits.get(current).filter(|s| s.active) else {
             return best;
         };
+        let beyond_noise = |x: f64, y: f64| x - y > (x + y).sqrt();
         let unit = self.costs.disk_ns * self.weight;
-        let (x, y) = (cur.cost / unit, self.splits[best].cost / unit);
-        if x - y > (x + y).sqrt() {
-            best
-        } else {
-            current
+        if !beyond_noise(cur.cost / unit, self.splits[best].cost / unit) {
+            return current;
         }
+        if best == 0 {
+            let unit = self.costs.disk_ns * self.long_weight;
+            if !beyond_noise(cur.long_cost / unit, self.splits[0].long_cost / unit) {
+                return current;
+            }
+        }
+        best
     }
 
     /// The run without a cache: its disk faults so far, estimated (the 0%

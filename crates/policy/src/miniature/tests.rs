@@ -106,6 +106,27 @@ fn the_split_moves_only_when_the_costs_differ_beyond_their_noise() {
 }
 
 #[test]
+fn a_cache_is_dropped_only_when_the_long_costs_agree() {
+    // A loop 1.4 times memory, every page sampled: the 50% cache holds it.
+    let mut m = Miniatures::new(100, &[0.0, 0.5], COSTS, 2.0);
+    feed(&mut m, &(0..20).flat_map(|_| 0..140u64).collect::<Vec<_>>());
+    assert_eq!(m.best_from(0), 1);
+    // A burst of new pages: the cache's split pays a compression for each
+    // page it spills, the one without a cache nothing, so lately no cache
+    // is cheaper beyond the noise, but not over the long costs.
+    feed(&mut m, &(1_000..1_400u64).collect::<Vec<_>>());
+    assert_eq!(m.best(), 0);
+    assert_eq!(m.best_from(1), 1, "a burst does not drop the cache");
+    // New pages for eight memories' worth and more: the cache never
+    // pays, and both horizons say so.
+    feed(&mut m, &(2_000..5_000u64).collect::<Vec<_>>());
+    assert_eq!(m.best_from(1), 0);
+    // Turning a cache on needs only the recent costs.
+    feed(&mut m, &(0..3).flat_map(|_| 0..140u64).collect::<Vec<_>>());
+    assert_eq!(m.best_from(0), 1);
+}
+
+#[test]
 fn disk_bits_keep_each_splits_pages_apart() {
     let mut d = DiskBits::default();
     d.put(9, 0, false);
