@@ -213,6 +213,42 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A parent under write scans forks children that are paged too, in fault
+/// order from userfaultfds of their own, and every page reads back as
+/// tests/exec/forks.c expects.
+#[test]
+fn children_of_a_write_scanning_parent_are_paged() {
+    let dir = scratch_dir("forks-scan");
+    let program = common::build_c(&dir, "forks");
+    let program = program.as_str();
+    let path = dir.join("forks.json");
+    let out = ccvm_exec(
+        &["--ram", "4M", "--policy", "fixed", "--write-scan"],
+        &[program, "6", "2"],
+        &path,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.ends_with("ok\n"),
+        "write scans: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&path);
+    let processes = r["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 5, "write scans: {r}");
+    for p in processes {
+        let stats = &p["stats"];
+        let paged = stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap();
+        assert!(paged > 0, "write scans: process {} was not paged: {stats}", p["pid"]);
+    }
+    assert!(
+        processes
+            .iter()
+            .any(|p| p["stats"]["write_scans"].as_u64().unwrap() > 0),
+        "no process scanned: {r}"
+    );
+}
+
 /// System calls handed heap buffers that are not resident (file and socket
 /// I/O, stdio's and readdir's internal calls, polling arrays, signal state,
 /// futexes, wait and exec arguments) work in both fault modes: in signal

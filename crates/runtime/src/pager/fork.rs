@@ -41,8 +41,12 @@
 //!   little more between two reads of the shared table), usually less.
 //! * Only SIGBUS mode pages children: in event mode the handler thread,
 //!   which the child does not inherit, would have to be started inside
-//!   `fork`, and with write scans or a trace the child would share the
-//!   parent's scan state or trace file. There, and wherever the child
+//!   `fork`, and with a trace the child would share the parent's trace
+//!   file. A child of a parent with write scans is paged without them:
+//!   its own userfaultfd has no asynchronous write protection, and the
+//!   kernel clears the parent's marks in the child's page tables when the
+//!   registration is not inherited, so its replacement is in fault order.
+//!   There, and wherever the child
 //!   cannot get a userfaultfd, the child writes every page held
 //!   compressed or on disk into place ([`Pager::materialize_in_child`])
 //!   and runs unpaged, as it did before children were paged; it reads
@@ -95,7 +99,7 @@ impl Pager {
 
     /// Whether a child forked now can be paged (see the module docs).
     pub(crate) fn child_can_be_paged(&self, signal_mode: bool) -> bool {
-        signal_mode && self.write_scan.is_none() && self.observers.tracing.is_none()
+        signal_mode && self.observers.tracing.is_none()
     }
 
     /// In the parent after a fork.
@@ -139,6 +143,10 @@ impl Pager {
         }
         // From here on the child's: the parent's descriptor closes here.
         self.parts.uffd = uffd;
+        // The child's descriptor has no asynchronous write protection (and
+        // the kernel dropped the parent's marks from the child's page
+        // tables with the registration), so it replaces in fault order.
+        self.write_scan = None;
         self.parts.swap.after_fork_child();
         if let Some(helper) = self.helper.take() {
             helper.abandon();
