@@ -226,8 +226,8 @@ fn print_pages(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Resu
     if s.pages_compressed_background > 0 {
         writeln!(
             out,
-            "background             {} pages compressed by the helper process; {} faults on pages it had not reached",
-            s.pages_compressed_background, s.faults_pending
+            "background             {} pages compressed by the helper process ({} handed over in their frames); {} faults on pages it had not reached",
+            s.pages_compressed_background, s.pages_read_by_helper, s.faults_pending
         )?;
     }
     if s.pages_read_ahead + s.pages_read_ahead_disk + s.pages_zero_ahead > 0 {

@@ -46,7 +46,7 @@ use ccvm_store::{Store, StoreError};
 use ccvm_trace::TraceWriter;
 
 use crate::aligned::AlignedBuf;
-use crate::compressor::{Finished, Helper};
+use crate::compressor::{Finished, Helper, TakenBack};
 use crate::frames::Frames;
 use crate::protections::Protections;
 use crate::readahead::Streams;
@@ -106,6 +106,9 @@ pub(crate) struct Pager {
     /// A buffer for an evicted page copied out of the region, kept between
     /// evictions (see `evict::Evicted`).
     copies: Option<AlignedBuf>,
+    /// Frames the helper is done with, between a collection and their
+    /// release (kept to spare an allocation a fault).
+    freed: Vec<crate::frames::Parked>,
     payload: AlignedBuf,
     /// The region's shadow, for `UFFDIO_MOVE`, when the kernel has it.
     frames: Option<Frames>,
@@ -209,6 +212,7 @@ impl Pager {
             moved: Vec::new(),
             page: AlignedBuf::new(PAGE_SIZE),
             copies: Some(AlignedBuf::new(PAGE_SIZE)),
+            freed: Vec::with_capacity(crate::compressor::RING),
             payload: AlignedBuf::new(PAGE_SIZE),
             frames,
             traps,
@@ -285,10 +289,15 @@ impl Pager {
         let Some(mut helper) = self.helper.take() else {
             return;
         };
-        helper.collect(|f: Finished<'_>| {
+        let mut freed = std::mem::take(&mut self.freed);
+        helper.collect(&mut freed, |f: Finished<'_>| {
             let page = f.page as usize;
             debug_assert!(matches!(self.pages[page], PageState::Pending));
-            match self.parts.store.put_stored(f.page, f.stored, f.bytes) {
+            let Some(stored) = f.stored else {
+                // The helper could not read the frame.
+                return self.compress(page, f.page_bytes);
+            };
+            match self.parts.store.put_stored(f.page, stored, f.bytes) {
                 Ok(len) => self.compressed(page, len, true),
                 // The policy must make room first: the path without a helper.
                 Err(StoreError::Full { .. } | StoreError::OutOfMemory) => self.compress(page, f.page_bytes),
@@ -296,6 +305,19 @@ impl Pager {
             }
         });
         self.helper = Some(helper);
+        self.release_frames(&mut freed);
+        self.freed = freed;
+    }
+
+    /// Makes the frames in `freed` spare.
+    fn release_frames(&mut self, freed: &mut Vec<crate::frames::Parked>) {
+        if freed.is_empty() {
+            return;
+        }
+        let frames = self.frames.as_mut().expect("frames handed to the helper have frames");
+        for frame in freed.drain(..) {
+            frames.release(frame);
+        }
     }
 
     /// Compresses pending page `page`, which the helper has not finished,
@@ -304,8 +326,14 @@ impl Pager {
     /// compressing it makes room only by spilling, never by evicting.
     fn complete_pending(&mut self, page: usize) {
         let mut helper = self.helper.take().expect("pending pages have a helper");
-        let bytes = helper.take_back(page as u64).expect("a pending page is in the ring");
-        self.compress(page, bytes);
+        match helper.take_back(page as u64).expect("a pending page is in the ring") {
+            TakenBack::Copy(bytes) => self.compress(page, bytes),
+            TakenBack::Frame(frame) => {
+                self.compress(page, frame.bytes());
+                let frames = self.frames.as_mut().expect("a frame handed to the helper has frames");
+                frames.release(frame);
+            }
+        }
         self.helper = Some(helper);
     }
 

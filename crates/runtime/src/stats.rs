@@ -84,6 +84,10 @@ pub struct RuntimeStats {
     pub pages_compressed: u64,
     /// Of those, pages the compressor thread compressed.
     pub pages_compressed_background: u64,
+    /// Evicted pages handed to the helper in their frames, which it reads
+    /// itself: the faulting thread copied none of them.
+    #[serde(default)]
+    pub pages_read_by_helper: u64,
     /// Pages decompressed (from the cache or from disk).
     pub pages_decompressed: u64,
     /// Pages written to disk uncompressed (compression off, or too large

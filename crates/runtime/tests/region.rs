@@ -118,6 +118,12 @@ fn many_threads_against_a_model(configs: &[(FaultMode, bool, f64, bool)]) {
             background_compression,
             "{stats:?}"
         );
+        // Moved frames are handed to the helper, which reads them itself.
+        assert_eq!(
+            stats.pages_read_by_helper > 0,
+            background_compression && move_frames,
+            "{stats:?}"
+        );
     }
 }
 

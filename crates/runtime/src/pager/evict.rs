@@ -193,8 +193,15 @@ impl Pager {
                         self.observers.observe(Event::SwappedRaw);
                     }
                     (Some(helper), _) if helper.has_room() => {
-                        helper.push(p, bytes);
                         self.pages[page] = PageState::Pending;
+                        match evicted {
+                            // The helper reads the frame itself: no copy here.
+                            Evicted::Parked(frame) if helper.reads_frames() => {
+                                helper.push_frame(p, frame);
+                                return self.observers.observe(Event::HandedFrame);
+                            }
+                            _ => helper.push(p, bytes),
+                        }
                     }
                     _ => self.compress(page, bytes),
                 }

@@ -91,6 +91,8 @@ pub(super) enum Event<'a> {
         /// Whether the helper compressed it.
         background: bool,
     },
+    /// An evicted page handed to the helper in its frame.
+    HandedFrame,
     /// An evicted page written to the swap file uncompressed.
     SwappedRaw,
     /// A compressed page moved from the cache to the swap file.
@@ -234,6 +236,7 @@ impl Observer for Statistics {
                 s.bytes_in += PAGE_SIZE as u64;
                 s.bytes_out += len as u64;
             }
+            Event::HandedFrame => s.pages_read_by_helper += 1,
             Event::SwappedRaw => s.pages_swapped_raw += 1,
             Event::Spilled => s.pages_spilled += 1,
             Event::Watched => s.pages_watched += 1,
