@@ -756,3 +756,64 @@ fn a_pre_fork_servers_workers_are_paged_and_answer_as_unpaged() {
     };
     five_python_processes_paged_as_unpaged(&python, "prefork", &["4000", "500"]);
 }
+
+/// The helper reads evicted pages from the program's frames while the
+/// program lets it (`process_vm_readv`); a program that makes itself not
+/// dumpable, run without the capability that overrides that, is paged by
+/// copies from then on, and prints what it prints unpaged.
+#[test]
+fn a_program_that_turns_itself_not_dumpable_is_paged_by_copies() {
+    let (Some(python), Some(setpriv)) = (installed("python3"), installed("setpriv")) else {
+        eprintln!("python3 or setpriv is not installed");
+        return;
+    };
+    let script = "import ctypes, hashlib\n\
+                  assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0\n\
+                  d = {i: ('v%d' % (i * 7)) * 3 for i in range(300000)}\n\
+                  h = hashlib.sha256()\n\
+                  for r in range(3):\n    for i in range(0, 300000, 7):\n        h.update(d[i].encode())\n\
+                  print(len(d), h.hexdigest())";
+    let plain = Command::new(&python).args(["-c", script]).output().unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let dir = scratch_dir("not-dumpable");
+    let path = dir.join("r.json");
+    let paged = |caps: &[&str]| {
+        let out = Command::new(&setpriv)
+            .args(caps)
+            .arg(env!("CARGO_BIN_EXE_ccvm"))
+            .args(["exec", "--ram", "40M", "--report"])
+            .arg(&path)
+            .args(["--", &python, "-c", script])
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, plain.stdout, "{}", String::from_utf8_lossy(&out.stderr));
+        let r = report(&path);
+        let p = r["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|p| p["stats"]["pages_compressed_background"].as_u64().unwrap())
+            .unwrap()
+            .clone();
+        let s = &p["stats"];
+        (
+            s["pages_compressed_background"].as_u64().unwrap(),
+            s["pages_read_by_helper"].as_u64().unwrap(),
+        )
+    };
+    let (compressed, handed) = paged(&["--bounding-set=-all", "--inh-caps=-all"]);
+    assert!(
+        compressed > 1000 && handed * 10 < compressed,
+        "{compressed} compressed, {handed} handed over"
+    );
+    // With the capability (as root), the frames are handed over.
+    // SAFETY: no arguments; reads this process's effective user.
+    if unsafe { libc::geteuid() } == 0 {
+        let (compressed, handed) = paged(&["--reuid=0"]);
+        assert!(
+            compressed > 1000 && handed * 2 > compressed,
+            "{compressed} compressed, {handed} handed over"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
