@@ -204,8 +204,10 @@ impl Drop for Shadow {
 /// Invariant: while a `Parked` lives, nothing writes its slot. The slot is
 /// neither spare (so no fault rebuilds another page in it) nor the page's
 /// place in the region (the page is not mapped), and the pager that made
-/// it carries the eviction out under its lock. The mapping stays alive
-/// while the value does, since it holds a share of it.
+/// it carries the eviction out under its lock, or hands it to the helper's
+/// ring, which only reads it and gives it back when the page is collected
+/// or taken back (`crate::compressor`). The mapping stays alive while the
+/// value does, since it holds a share of it.
 pub(crate) struct Parked {
     shadow: Arc<Shadow>,
     page: usize,
