@@ -510,17 +510,29 @@ impl Helper {
                 spins += 1;
                 if spins < SPINS {
                     std::hint::spin_loop();
-                } else {
-                    // The helper was preempted mid-read: let it run.
-                    // SAFETY: no arguments.
-                    unsafe { libc::sched_yield() };
+                    continue;
                 }
+                // The helper was preempted mid-read: let it run. A helper
+                // that died mid-read pins nothing any more.
+                if spins.is_multiple_of(1024) && self.exited() {
+                    break;
+                }
+                // SAFETY: no arguments.
+                unsafe { libc::sched_yield() };
             }
             return Some(TakenBack::Frame(frame));
         }
         // SAFETY: an entry not yet collected; the helper only reads its
         // input, and the pager does not overwrite it before collecting it.
         Some(TakenBack::Copy(unsafe { &(*e).input }))
+    }
+
+    /// Whether the helper process has ended (it is reaped then).
+    fn exited(&self) -> bool {
+        let mut status = 0;
+        // SAFETY: our child; __WALL because it sends no SIGCHLD.
+        let r = unsafe { libc::waitpid(self.child, &mut status, libc::WNOHANG | libc::__WALL) };
+        r == self.child || (r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
     }
 
     /// Hands finished pages to `f`, oldest first, skipping those taken

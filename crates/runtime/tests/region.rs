@@ -423,3 +423,42 @@ fn write_scans_evict_pages_shared_with_a_forked_child() {
     let stats = region.finish().unwrap();
     assert!(stats.write_scans > 0, "{stats:?}");
 }
+
+/// The helper process killed while pages wait in its ring: every byte still
+/// reads back as last written (the pager takes the pages it handed over
+/// back from their frames, and compresses for itself from then on).
+#[test]
+fn a_killed_helper_loses_no_page() {
+    let ram = 128 * 4096;
+    let config = RuntimeConfig {
+        fault_mode: FaultMode::Signal,
+        background_compression: true,
+        ..config(ram, 0.5, "fixed")
+    };
+    let mut region = Region::new(4 * ram as usize, config).unwrap();
+    // The helper is the only child this thread has made.
+    let children = std::fs::read_to_string("/proc/thread-self/children").unwrap();
+    let helper: libc::pid_t = children.split_whitespace().next().expect("a helper").parse().unwrap();
+    let pages = region.len() / 4096;
+    for round in 0..4u64 {
+        let mem = region.as_mut_slice();
+        for p in 0..pages {
+            let words: &mut [u64] = bytemuck::cast_slice_mut(&mut mem[p * 4096..(p + 1) * 4096]);
+            if round > 0 {
+                for (i, w) in words.iter().enumerate() {
+                    assert_eq!(*w, word(p, i, round - 1), "page {p} word {i} round {round}");
+                }
+            }
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = word(p, i, round);
+            }
+            if round == 1 && p == pages / 2 {
+                // SAFETY: a signal to our own child process.
+                assert_eq!(unsafe { libc::kill(helper, libc::SIGKILL) }, 0);
+            }
+        }
+    }
+    let stats = region.finish().unwrap();
+    assert!(stats.pages_compressed_background > 0, "{stats:?}");
+    assert!(stats.pages_compressed > stats.pages_compressed_background, "{stats:?}");
+}
