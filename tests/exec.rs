@@ -55,6 +55,21 @@ fn report(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// Runs tests/exec/forks.c (`program` with `args`) under `ccvm exec
+/// flags`, asserts that it ended well and printed "ok", and returns its
+/// report; `what` names the run in failures.
+fn forks_report(flags: &[&str], program: &str, args: &[&str], path: &Path, what: &str) -> serde_json::Value {
+    let command: Vec<&str> = std::iter::once(program).chain(args.iter().copied()).collect();
+    let out = ccvm_exec(flags, &command, path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.ends_with("ok\n"),
+        "{what}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report(path)
+}
+
 /// The heap peak of `command` under ccvm with room to spare, in bytes.
 fn heap_peak(command: &[&str], dir: &Path) -> u64 {
     let path = dir.join("peak.json");
@@ -152,14 +167,13 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
     let program = program.as_str();
     let path = dir.join("forks.json");
     // A fixed split, so that children fault from the cache and the disk.
-    let out = ccvm_exec(&["--ram", "4M", "--policy", "fixed"], &[program, "6", "2"], &path);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.ends_with("ok\n"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = forks_report(
+        &["--ram", "4M", "--policy", "fixed"],
+        program,
+        &["6", "2"],
+        &path,
+        "fixed",
     );
-    let r = report(&path);
     let processes = r["processes"].as_array().unwrap();
     // The grandchildren end with `_exit`, and report all the same.
     assert_eq!(processes.len(), 5, "the parent, two children, two grandchildren: {r}");
@@ -171,18 +185,13 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
     }
     // Children killed by SIGTERM (as a pool's workers are) run no exit
     // code: each is reported from its last snapshot.
-    let out = ccvm_exec(
+    let r = forks_report(
         &["--ram", "4M", "--policy", "fixed"],
-        &[program, "6", "2", "term"],
+        program,
+        &["6", "2", "term"],
         &path,
+        "term",
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.ends_with("ok\n"),
-        "term: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = report(&path);
     let processes = r["processes"].as_array().unwrap();
     assert_eq!(processes.len(), 5, "the parent, two children, two grandchildren: {r}");
     let snapshots: Vec<_> = processes.iter().filter(|p| p["snapshot"] == true).collect();
@@ -198,15 +207,15 @@ fn forked_children_are_paged_and_read_the_heap_as_at_their_fork() {
             "a killed child's snapshot holds its faults: {stats}"
         );
     }
-    let out = ccvm_exec(&["--ram", "4M", "--fault-mode", "thread"], &[program, "6", "1"], &path);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.ends_with("ok\n"),
-        "thread mode: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = forks_report(
+        &["--ram", "4M", "--fault-mode", "thread"],
+        program,
+        &["6", "1"],
+        &path,
+        "thread mode",
     );
     assert_eq!(
-        report(&path)["processes"].as_array().unwrap().len(),
+        r["processes"].as_array().unwrap().len(),
         1,
         "thread mode pages the parent only"
     );
@@ -222,18 +231,13 @@ fn children_of_a_write_scanning_parent_are_paged() {
     let program = common::build_c(&dir, "forks");
     let program = program.as_str();
     let path = dir.join("forks.json");
-    let out = ccvm_exec(
+    let r = forks_report(
         &["--ram", "4M", "--policy", "fixed", "--write-scan"],
-        &[program, "6", "2"],
+        program,
+        &["6", "2"],
         &path,
+        "write scans",
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.ends_with("ok\n"),
-        "write scans: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = report(&path);
     let processes = r["processes"].as_array().unwrap();
     assert_eq!(processes.len(), 5, "write scans: {r}");
     for p in processes {

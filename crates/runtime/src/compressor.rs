@@ -172,10 +172,8 @@ pub(crate) struct Helper {
     base: *mut u8,
     len: usize,
     child: libc::pid_t,
-    /// Pages of the entries pushed and not collected, in push order, with
-    /// whether the pager took the page back meanwhile and, for a page
-    /// handed over in its frame, the frame (see [`Helper::push_frame`]).
-    pages: std::collections::VecDeque<(u64, bool, Option<Parked>)>,
+    /// The entries pushed and not collected, in push order.
+    pages: std::collections::VecDeque<InRing>,
     /// Entries collected.
     collected: u32,
     /// The write end of the helper's lifeline (in the parent).
@@ -409,12 +407,12 @@ impl Helper {
 
     /// Pages in the ring waiting to be collected (not taken back).
     pub fn waiting(&self) -> usize {
-        self.pages.iter().filter(|&&(_, gone, _)| !gone).count()
+        self.pages.iter().filter(|e| !e.gone).count()
     }
 
     /// Frames held by pages handed over in them (see [`Helper::push_frame`]).
     pub fn frames_held(&self) -> usize {
-        self.pages.iter().filter(|(_, _, f)| f.is_some()).count()
+        self.pages.iter().filter(|e| e.frame.is_some()).count()
     }
 
     /// Whether the helper reads evicted pages from their frames itself.
@@ -424,7 +422,7 @@ impl Helper {
 
     /// The oldest page in the ring not taken back, if any.
     pub fn first_waiting(&self) -> Option<u64> {
-        self.pages.iter().find(|&&(_, gone, _)| !gone).map(|&(page, _, _)| page)
+        self.pages.iter().find(|e| !e.gone).map(|e| e.page)
     }
 
     /// Whether the ring has room for another page.
@@ -449,7 +447,11 @@ impl Helper {
             (*e).input.copy_from_slice(bytes);
         }
         self.publish(i);
-        self.pages.push_back((page, false, None));
+        self.pages.push_back(InRing {
+            page,
+            gone: false,
+            frame: None,
+        });
     }
 
     /// Hands page `page` to the helper in its parked frame, which the
@@ -469,7 +471,11 @@ impl Helper {
             (*e).state.store(UNREAD, Ordering::Relaxed);
         }
         self.publish(i);
-        self.pages.push_back((page, false, Some(frame)));
+        self.pages.push_back(InRing {
+            page,
+            gone: false,
+            frame: Some(frame),
+        });
     }
 
     /// Publishes entry `i` to the helper, waking it if it sleeps.
@@ -493,10 +499,10 @@ impl Helper {
     /// handed over in its frame comes back as the frame, once the helper
     /// is not reading it.
     pub fn take_back(&mut self, page: u64) -> Option<TakenBack<'_>> {
-        let at = self.pages.iter().position(|&(p, gone, _)| p == page && !gone)?;
-        self.pages[at].1 = true;
+        let at = self.pages.iter().position(|e| e.page == page && !e.gone)?;
+        self.pages[at].gone = true;
         let e = self.entry(self.collected.wrapping_add(at as u32));
-        if let Some(frame) = self.pages[at].2.take() {
+        if let Some(frame) = self.pages[at].frame.take() {
             // SAFETY: an entry not yet collected; its state is shared with
             // the helper through atomics only.
             let state = unsafe { &(*e).state };
@@ -540,7 +546,7 @@ impl Helper {
     pub fn collect(&mut self, freed: &mut Vec<Parked>, mut f: impl FnMut(Finished<'_>)) {
         let done = self.header().done.load(Ordering::Acquire);
         while self.collected != done {
-            let (page, gone, frame) = self.pages.pop_front().expect("a finished entry was pushed");
+            let InRing { page, gone, frame } = self.pages.pop_front().expect("a finished entry was pushed");
             // SAFETY: a finished entry (Acquire above), the pager's until it
             // is pushed again.
             let e = unsafe { &*self.entry(self.collected) };
@@ -568,6 +574,16 @@ impl Helper {
             freed.extend(frame);
         }
     }
+}
+
+/// The pager's books of an entry in the ring.
+struct InRing {
+    page: u64,
+    /// Whether the pager took the page back meanwhile.
+    gone: bool,
+    /// For a page handed over in its frame, the frame (see
+    /// [`Helper::push_frame`]), until collected or taken back.
+    frame: Option<Parked>,
 }
 
 /// What [`Helper::take_back`] gives back.

@@ -24,6 +24,21 @@ fn word(page: usize, i: usize, round: u64) -> u64 {
     }
 }
 
+/// Checks that page `p` of `mem` holds round `round - 1`'s words (for a
+/// round after the first), then writes round `round`'s; `what` names the
+/// run in failures.
+fn check_and_write(mem: &mut [u8], p: usize, round: u64, what: &str) {
+    let words: &mut [u64] = bytemuck::cast_slice_mut(&mut mem[p * 4096..(p + 1) * 4096]);
+    if round > 0 {
+        for (i, w) in words.iter().enumerate() {
+            assert_eq!(*w, word(p, i, round - 1), "{what}: page {p} word {i} round {round}");
+        }
+    }
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = word(p, i, round);
+    }
+}
+
 #[test]
 fn sequential_passes_over_four_times_the_budget() {
     for (policy, share) in [
@@ -41,15 +56,7 @@ fn sequential_passes_over_four_times_the_budget() {
         for round in 0..3u64 {
             let mem = region.as_mut_slice();
             for p in 0..pages {
-                let words: &mut [u64] = bytemuck::cast_slice_mut(&mut mem[p * 4096..(p + 1) * 4096]);
-                if round > 0 {
-                    for (i, w) in words.iter().enumerate() {
-                        assert_eq!(*w, word(p, i, round - 1), "{policy}: page {p} word {i} round {round}");
-                    }
-                }
-                for (i, w) in words.iter_mut().enumerate() {
-                    *w = word(p, i, round);
-                }
+                check_and_write(mem, p, round, policy);
             }
         }
         let stats = region.finish().unwrap();
@@ -443,15 +450,7 @@ fn a_killed_helper_loses_no_page() {
     for round in 0..4u64 {
         let mem = region.as_mut_slice();
         for p in 0..pages {
-            let words: &mut [u64] = bytemuck::cast_slice_mut(&mut mem[p * 4096..(p + 1) * 4096]);
-            if round > 0 {
-                for (i, w) in words.iter().enumerate() {
-                    assert_eq!(*w, word(p, i, round - 1), "page {p} word {i} round {round}");
-                }
-            }
-            for (i, w) in words.iter_mut().enumerate() {
-                *w = word(p, i, round);
-            }
+            check_and_write(mem, p, round, "killed helper");
             if round == 1 && p == pages / 2 {
                 // SAFETY: a signal to our own child process.
                 assert_eq!(unsafe { libc::kill(helper, libc::SIGKILL) }, 0);
