@@ -230,6 +230,13 @@ fn print_pages(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Resu
             s.pages_compressed_background, s.pages_read_by_helper, s.faults_pending
         )?;
     }
+    if s.pages_copied_in > 0 {
+        writeln!(
+            out,
+            "copied in              {} pages mapped by copying while the program ran other threads (a moved frame would interrupt their CPUs)",
+            s.pages_copied_in
+        )?;
+    }
     if s.pages_read_ahead + s.pages_read_ahead_disk + s.pages_zero_ahead > 0 {
         writeln!(
             out,

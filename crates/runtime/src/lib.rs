@@ -27,7 +27,9 @@
 //!   kernel has it (`frames` module, [`RuntimeConfig::move_frames`]): an
 //!   evicted page's frame is moved out and reused for the next page
 //!   mapped, so eviction needs no write-protection, copy or `madvise`, and
-//!   mapping no allocation.
+//!   mapping no allocation. While the process runs other threads, pages
+//!   are mapped in by copying instead, since a move interrupts their CPUs
+//!   (`threads` module, [`RuntimeConfig::copy_in_when_threaded`]).
 //! * Compression runs on another core, in a helper process that shares a
 //!   ring of page buffers with the pager (`compressor` module,
 //!   [`RuntimeConfig::background_compression`]): a process, because a
@@ -99,6 +101,7 @@ mod region;
 mod signal;
 mod stats;
 mod swap;
+mod threads;
 mod tree;
 pub mod uffd;
 mod written;

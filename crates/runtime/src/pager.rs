@@ -112,6 +112,8 @@ pub(crate) struct Pager {
     payload: AlignedBuf,
     /// The region's shadow, for `UFFDIO_MOVE`, when the kernel has it.
     frames: Option<Frames>,
+    /// Whether the process runs other threads (see `crate::threads`).
+    threads: crate::threads::ThreadWatch,
     /// Which resident pages are trapped (with a shadow only).
     traps: Option<Traps>,
     /// Pages to trap, reused.
@@ -177,6 +179,8 @@ pub struct PagerParts {
     pub trace: Option<TraceWriter>,
     /// Move frames with `UFFDIO_MOVE` instead of copying them.
     pub move_frames: bool,
+    /// Map pages in by copying while the process runs other threads.
+    pub copy_in_when_threaded: bool,
     /// Share of uncompressed pages kept trapped (needs moved frames).
     pub trap_share: f64,
     /// Bytes the process's counting allocator held before the region's
@@ -215,6 +219,7 @@ impl Pager {
             freed: Vec::with_capacity(crate::compressor::RING),
             payload: AlignedBuf::new(PAGE_SIZE),
             frames,
+            threads: crate::threads::ThreadWatch::new(),
             traps,
             to_trap: Vec::new(),
             ahead: Vec::new(),

@@ -177,6 +177,7 @@ impl Region {
             policy,
             trace,
             move_frames: config.move_frames,
+            copy_in_when_threaded: config.copy_in_when_threaded,
             trap_share: config.trap_share,
             alloc_base,
         })));

@@ -88,6 +88,11 @@ pub struct RuntimeStats {
     /// itself: the faulting thread copied none of them.
     #[serde(default)]
     pub pages_read_by_helper: u64,
+    /// Pages mapped in by copying (`UFFDIO_COPY`) rather than by moving a
+    /// frame, because the process ran other threads, whose CPUs a move
+    /// would interrupt to flush their TLBs.
+    #[serde(default)]
+    pub pages_copied_in: u64,
     /// Pages decompressed (from the cache or from disk).
     pub pages_decompressed: u64,
     /// Pages written to disk uncompressed (compression off, or too large

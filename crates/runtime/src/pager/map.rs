@@ -16,9 +16,20 @@ use crate::swap::SwapSlot;
 
 impl Pager {
     /// A buffer to rebuild a page in before it is mapped: a spare frame
-    /// when there is one (mapped by moving it), else `self.page`.
+    /// when there is one (mapped by moving it), else `self.page`. While the
+    /// process runs other threads, `self.page` (copied in, which flushes
+    /// no other CPU's TLB; see `crate::threads`) unless the page's own
+    /// slot holds its spare frame, which must leave the slot anyway.
     pub(super) fn target(&mut self, page: usize) -> Target {
-        match self.frames.as_mut().and_then(|f| f.take_spare(page)) {
+        let copy_in = self.parts.copy_in_when_threaded && self.threads.others();
+        let Some(frames) = self.frames.as_mut() else {
+            return Target::Buffer;
+        };
+        if copy_in && !frames.is_spare(page) {
+            self.observers.observe(Event::CopiedIn);
+            return Target::Buffer;
+        }
+        match frames.take_spare(page) {
             Some(slot) => Target::Frame(slot),
             None => Target::Buffer,
         }

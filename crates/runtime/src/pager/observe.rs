@@ -93,6 +93,9 @@ pub(super) enum Event<'a> {
     },
     /// An evicted page handed to the helper in its frame.
     HandedFrame,
+    /// A page about to be mapped in by copying, because the process runs
+    /// other threads (see `crate::threads`).
+    CopiedIn,
     /// An evicted page written to the swap file uncompressed.
     SwappedRaw,
     /// A compressed page moved from the cache to the swap file.
@@ -237,6 +240,7 @@ impl Observer for Statistics {
                 s.bytes_out += len as u64;
             }
             Event::HandedFrame => s.pages_read_by_helper += 1,
+            Event::CopiedIn => s.pages_copied_in += 1,
             Event::SwappedRaw => s.pages_swapped_raw += 1,
             Event::Spilled => s.pages_spilled += 1,
             Event::Watched => s.pages_watched += 1,
