@@ -181,6 +181,9 @@ pub struct PagerParts {
     pub move_frames: bool,
     /// Map pages in by copying while the process runs other threads.
     pub copy_in_when_threaded: bool,
+    /// Faults are served by a thread of ccvm's in the process
+    /// ([`crate::FaultMode::Thread`]).
+    pub fault_thread: bool,
     /// Share of uncompressed pages kept trapped (needs moved frames).
     pub trap_share: f64,
     /// Bytes the process's counting allocator held before the region's

@@ -178,6 +178,7 @@ impl Region {
             trace,
             move_frames: config.move_frames,
             copy_in_when_threaded: config.copy_in_when_threaded,
+            fault_thread: config.fault_mode == FaultMode::Thread,
             trap_share: config.trap_share,
             alloc_base,
         })));

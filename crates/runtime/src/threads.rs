@@ -12,7 +12,10 @@
 //! frames that then pile up in batches, one flush for each batch (see
 //! `crate::frames`).
 //!
-//! Choices: the count includes threads that sleep, which a flush skips;
+//! Choices: ccvm's own threads in the process (the fault-handling thread
+//! of `FaultMode::Thread`, the thread of a process tree's shared budget)
+//! are not counted: they sleep but for short turns. The count includes
+//! the program's threads that sleep, which a flush skips;
 //! for them copying costs about 0.5 µs a page more than moving (a copy,
 //! 1.08 µs, and a share of a batched free, 0.36, against a move's 0.94),
 //! little next to the 19 µs a move costs while one of them runs.
@@ -45,11 +48,12 @@ impl ThreadWatch {
         }
     }
 
-    /// Whether the process had more than one thread when last read.
-    pub fn others(&mut self) -> bool {
+    /// Whether the process had threads besides the caller and `own`
+    /// threads of ccvm's (which sleep but for short turns) when last read.
+    pub fn others(&mut self, own: usize) -> bool {
         if self.until == 0 {
             self.until = REFRESH;
-            self.others = self.count().is_some_and(|n| n > 1);
+            self.others = self.count().is_some_and(|n| n > 1 + own);
         } else {
             self.until -= 1;
         }
@@ -112,7 +116,8 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let other = std::thread::spawn(move || rx.recv());
         assert_eq!(watch.count(), Some(before + 1));
-        assert!(ThreadWatch::new().others(), "two threads at least are running");
+        assert!(ThreadWatch::new().others(0), "two threads at least are running");
+        assert!(!ThreadWatch::new().others(before), "none beyond those counted");
         tx.send(()).unwrap();
         other.join().unwrap().unwrap();
     }

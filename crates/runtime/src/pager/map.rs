@@ -21,7 +21,8 @@ impl Pager {
     /// no other CPU's TLB; see `crate::threads`) unless the page's own
     /// slot holds its spare frame, which must leave the slot anyway.
     pub(super) fn target(&mut self, page: usize) -> Target {
-        let copy_in = self.parts.copy_in_when_threaded && self.threads.others();
+        let own = usize::from(self.share.trimming) + usize::from(self.parts.fault_thread);
+        let copy_in = self.parts.copy_in_when_threaded && self.threads.others(own);
         let Some(frames) = self.frames.as_mut() else {
             return Target::Buffer;
         };
