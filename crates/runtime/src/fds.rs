@@ -183,6 +183,32 @@ impl Drop for Mover {
     }
 }
 
+/// One of ccvm's descriptors that names this process itself (its
+/// `/proc/self` file, its pidfd): opened on first use, and again in a
+/// forked child, which is another process.
+pub(crate) struct OwnProcessFd {
+    /// The descriptor, with the pid of the process that opened it.
+    held: Option<(u32, Held)>,
+}
+
+impl OwnProcessFd {
+    /// Nothing opened yet.
+    pub const fn new() -> OwnProcessFd {
+        OwnProcessFd { held: None }
+    }
+
+    /// The descriptor for this process, opened (and [`raise`]d) with
+    /// `open` if there is none yet or it was another process's; `None` if
+    /// `open` fails.
+    pub fn get(&mut self, open: impl FnOnce() -> Option<OwnedFd>) -> Option<&Held> {
+        let pid = std::process::id();
+        if self.held.as_ref().is_none_or(|(p, _)| *p != pid) {
+            self.held = open().map(|fd| (pid, raise(fd)));
+        }
+        self.held.as_ref().map(|(_, held)| held)
+    }
+}
+
 /// Moves `fd` to a high number, close-on-exec, and records it as ccvm's.
 /// Where it cannot be moved it is kept where it is, and recorded.
 pub(crate) fn raise(fd: OwnedFd) -> Held {

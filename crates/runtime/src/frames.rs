@@ -34,8 +34,9 @@
 //!   flushes them from other CPUs' TLBs once, not once a frame. Spare
 //!   frames pile up when pages are mapped in by copying, which the pager
 //!   does while the process runs other threads (`crate::threads`); with
-//!   a second thread running, freeing 32 pages one `madvise` each cost
-//!   5.8 µs a page, and in one call 0.5 µs. Where the kernel refuses the
+//!   a second thread running, `MADV_DONTNEED` cost 20.4 µs a page one
+//!   page a call, and 1.0 µs 32 pages a call (`docs/programs/flushes.c`,
+//!   `docs/results.md`, "Frames moved while other threads run"). Where the kernel refuses the
 //!   call (before Linux 6.13 a process may not give itself this advice
 //!   by it), frames are freed one by one.
 //! * The shadow is not inherited by forked children (`MADV_DONTFORK`): a
@@ -68,10 +69,10 @@ pub(crate) struct Frames {
     spare: VecDeque<u32>,
     /// Per page: whether its slot holds a spare frame.
     is_spare: ZeroTable<bool>,
-    /// A descriptor of this process for `process_madvise`, with the pid
-    /// it was opened in (a forked child opens its own); `None` once the
-    /// kernel refused the call.
-    freer: Option<(u32, Option<crate::fds::Held>)>,
+    /// This process's pidfd, for `process_madvise`.
+    pidfd: crate::fds::OwnProcessFd,
+    /// The kernel refused a batched free: free frames one by one.
+    one_by_one: bool,
 }
 
 impl Frames {
@@ -99,7 +100,8 @@ impl Frames {
             }),
             spare: VecDeque::with_capacity(MAX_SPARE + 1),
             is_spare: ZeroTable::new(pages),
-            freer: Some((0, None)),
+            pidfd: crate::fds::OwnProcessFd::new(),
+            one_by_one: false,
         })
     }
 
@@ -202,50 +204,42 @@ impl Frames {
     /// Frees the frames in the slots `batch` names: in one call where the
     /// kernel allows it, else one by one.
     fn free(&mut self, batch: &[libc::iovec]) {
-        let freed = self.own_pidfd().map(|held| {
-            let fd = held.in_use();
-            let args = [
-                fd.fd() as u64,
-                batch.as_ptr() as u64,
-                batch.len() as u64,
-                libc::MADV_DONTNEED as u64,
-                0,
-                0,
-            ];
-            // SAFETY: the iovecs name slots of our shadow holding frames
-            // that nothing refers to any more.
-            unsafe { crate::guard::raw_syscall(libc::SYS_process_madvise, args) }
-        });
-        match freed {
-            Some(r) if r == (batch.len() * PAGE_SIZE) as i64 => return,
+        if !self.one_by_one {
+            let freed = self.pidfd.get(open_own_pidfd).map(|held| {
+                let fd = held.in_use();
+                let args = [
+                    fd.fd() as u64,
+                    batch.as_ptr() as u64,
+                    batch.len() as u64,
+                    libc::MADV_DONTNEED as u64,
+                    0,
+                    0,
+                ];
+                // SAFETY: the iovecs name slots of our shadow holding frames
+                // that nothing refers to any more.
+                unsafe { crate::guard::raw_syscall(libc::SYS_process_madvise, args) }
+            });
+            if freed == Some((batch.len() * PAGE_SIZE) as i64) {
+                return;
+            }
             // Refused, or partly done (which the calls below finish).
-            Some(_) => self.freer = None,
-            None => {}
+            self.one_by_one = true;
         }
         for v in batch {
             // SAFETY: as above.
             unsafe { crate::sys_madvise(v.iov_base, PAGE_SIZE, libc::MADV_DONTNEED) };
         }
     }
+}
 
-    /// This process's pidfd, opened on first use in each process.
-    fn own_pidfd(&mut self) -> Option<&crate::fds::Held> {
-        use std::os::fd::{FromRawFd, OwnedFd};
-        let pid = std::process::id();
-        let stale = match &self.freer {
-            None => return None,
-            Some((opened_in, held)) => *opened_in != pid || held.is_none(),
-        };
-        if stale {
-            // SAFETY: pidfd_open of our own pid; the descriptor is ours.
-            let fd = unsafe { crate::guard::raw_syscall(libc::SYS_pidfd_open, [u64::from(pid), 0, 0, 0, 0, 0]) };
-            self.freer = (fd >= 0).then(|| {
-                // SAFETY: a new descriptor we own.
-                (pid, Some(crate::fds::raise(unsafe { OwnedFd::from_raw_fd(fd as i32) })))
-            });
-        }
-        self.freer.as_ref().and_then(|(_, held)| held.as_ref())
-    }
+/// A pidfd of this process; `None` if the kernel has none to give.
+fn open_own_pidfd() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pid = u64::from(std::process::id());
+    // SAFETY: pidfd_open of our own pid; the descriptor is ours.
+    let fd = unsafe { crate::guard::raw_syscall(libc::SYS_pidfd_open, [pid, 0, 0, 0, 0, 0]) };
+    // SAFETY: a new descriptor we own.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// A fresh private anonymous mapping of `len` bytes that reserves no

@@ -25,15 +25,15 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
-use crate::fds::Held;
+use crate::fds::OwnProcessFd;
 
 /// Calls between two readings.
 pub(crate) const REFRESH: u32 = 256;
 
 /// The last count read, and when to read it again.
 pub(crate) struct ThreadWatch {
-    /// `/proc/self/stat` of the process that opened it, and its pid.
-    stat: Option<(u32, Held)>,
+    /// `/proc/self/stat`.
+    stat: OwnProcessFd,
     until: u32,
     others: bool,
 }
@@ -42,7 +42,7 @@ impl ThreadWatch {
     /// A watch that reads the count at its first call.
     pub fn new() -> ThreadWatch {
         ThreadWatch {
-            stat: None,
+            stat: OwnProcessFd::new(),
             until: 0,
             others: false,
         }
@@ -62,12 +62,7 @@ impl ThreadWatch {
 
     /// The process's thread count; `None` if it cannot be read.
     fn count(&mut self) -> Option<usize> {
-        let pid = std::process::id();
-        if self.stat.as_ref().is_none_or(|(p, _)| *p != pid) {
-            self.stat = open_stat().map(|fd| (pid, crate::fds::raise(fd)));
-        }
-        let (_, held) = self.stat.as_ref()?;
-        let fd = held.in_use();
+        let fd = self.stat.get(open_stat)?.in_use();
         let mut buf = [0u8; 1024];
         // SAFETY: a descriptor we hold, read into our own buffer.
         let n = unsafe { libc::pread(fd.fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
