@@ -446,6 +446,40 @@ fn small_objects_freed_in_bulk_are_dropped_and_reused() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Large blocks freed give their pages back, as the C library unmaps a
+/// large chunk, and the heap stays whole around them
+/// (`tests/exec/bigfree.c`: 16 MiB blocks freed between live neighbours,
+/// taken again by `malloc`, `calloc` and `realloc`, then a 2 MiB buffer
+/// freed and taken 64 times, which the sliding threshold keeps), and
+/// so do pages unmapped from an anonymous mapping, which a new mapping
+/// then reads as zeros.
+#[test]
+fn large_blocks_freed_give_their_pages_back() {
+    let dir = scratch_dir("bigfree");
+    let program = build_c(&dir, "bigfree");
+    let command = [program.to_str().unwrap(), "16"];
+    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stdout));
+    assert!(String::from_utf8_lossy(&plain.stdout).starts_with("wrong bytes: 0;"));
+    let path = dir.join("run.json");
+    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, plain.stdout, "output differs from the unpaged run");
+    let stats = &report(&path)["processes"][0]["stats"];
+    let dropped = stats["pages_discarded"].as_u64().unwrap();
+    // Both 16 MiB blocks, less the pages that hold the allocator's
+    // headers, the 20 MiB block freed at the end, and both 16 MiB
+    // mappings unmapped (the second may drop its reused pages too).
+    let given_back = 2 * 4094 + 5118 + 2 * 4096;
+    assert!(dropped >= given_back, "{dropped} pages dropped: {stats}");
+    // Not the loop's buffer on every turn (512 pages each).
+    assert!(
+        dropped < given_back + 4096 + 16 * 512,
+        "{dropped} pages dropped: {stats}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Memory calls made without the C library (inline system calls) on heap
 /// pages that left memory do what the kernel's do (`tests/exec/rawcalls.c`:
 /// protections changed and back, a range dropped, unmapped and mapped

@@ -5,8 +5,10 @@
 //! back runs of pages from a larger mapping), and may unmap a range that
 //! spans several mappings. Each mapping keeps a bit per page unmapped; its
 //! block is freed only when every page is, so no page still in use is ever
-//! reused. Unmapped pages stay readable until then (the kernel would fault
-//! on them): a correct program does not notice.
+//! reused. Unmapped pages are dropped at once (the pager forgets them, as
+//! the kernel frees them), and stay readable, as zeros, until the block is
+//! freed (the kernel would fault on them): a correct program does not
+//! notice. Kept, they were paged as live data.
 //!
 //! Lock order: this module's lock is never held while the heap's is taken
 //! (the caller frees blocks after [`unmap`] returns), so a fork's prepare
@@ -88,12 +90,22 @@ pub fn remap(addr: usize, len: usize, replace: bool) -> Result<(), i32> {
     Ok(())
 }
 
+/// What [`unmap`] found: byte ranges, as start and length.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Unmapped {
+    /// The parts of mappings the range covered, for the caller to drop.
+    pub within: Vec<(usize, usize)>,
+    /// The mappings now wholly unmapped (and forgotten), for the caller to
+    /// free.
+    pub freed: Vec<(usize, usize)>,
+}
+
 /// Marks the pages of `addr..addr + len` unmapped in every mapping they
-/// fall in; returns the mappings now wholly unmapped (and forgotten), as
-/// start and length, for the caller to free.
-pub fn unmap(addr: usize, len: usize) -> Vec<(usize, usize)> {
+/// fall in (heap memory in no mapping is left alone).
+pub fn unmap(addr: usize, len: usize) -> Unmapped {
     let end = addr.saturating_add(len.next_multiple_of(PAGE));
-    let mut freed = Vec::new();
+    let mut out = Unmapped::default();
+    let freed = &mut out.freed;
     let mut map = lock();
     for (&start, m) in map.range_mut(..end).rev() {
         let m_end = start + m.pages * PAGE;
@@ -102,6 +114,7 @@ pub fn unmap(addr: usize, len: usize) -> Vec<(usize, usize)> {
         }
         let first = (addr.max(start) - start) / PAGE;
         let last = (end.min(m_end) - start).div_ceil(PAGE);
+        out.within.push((start + first * PAGE, (last - first) * PAGE));
         for page in first..last {
             let (word, bit) = (page / 64, 1u64 << (page % 64));
             if m.unmapped[word] & bit == 0 {
@@ -113,10 +126,10 @@ pub fn unmap(addr: usize, len: usize) -> Vec<(usize, usize)> {
             freed.push((start, m.pages * PAGE));
         }
     }
-    for (start, _) in &freed {
+    for (start, _) in &out.freed {
         map.remove(start);
     }
-    freed
+    out
 }
 
 /// Forgets the mapping at `start` (moved by `mremap`); its length, if it

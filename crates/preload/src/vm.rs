@@ -16,8 +16,9 @@
 //!   reserved page faults as the program expects, and the pager learns
 //!   which pages it cannot move.
 //! * A reservation's old contents are dropped, not zeroed by writing:
-//!   writing a gigabyte would fault it all in. A read-write mapping is
-//!   zeroed as `calloc` zeroes, which is cheaper for small blocks reused.
+//!   writing a gigabyte would fault it all in. So are a large read-write
+//!   mapping's (from [`ZERO_BY_WRITING`] bytes); a smaller one is zeroed as
+//!   `calloc` zeroes, which is cheaper for small blocks reused.
 //! * A fixed anonymous private `mmap` over heap pages the program holds
 //!   drops them (they read back as zeros) and sets their protection: the
 //!   kernel's outcome, without leaving the region; so does one over pages
@@ -28,7 +29,8 @@
 //!   pages leave the region until the program unmaps them; they then
 //!   become anonymous heap memory again.
 //! * Heap pages unmapped stay the heap's until their whole mapping is (see
-//!   [`crate::mappings`]); protections are lifted as they are unmapped.
+//!   [`crate::mappings`]); protections are lifted and the pages dropped as
+//!   they are unmapped.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,6 +40,9 @@ use libc::{c_int, off_t, size_t};
 use crate::{heap, mappings};
 
 const PAGE: usize = ccvm_runtime::PAGE_SIZE;
+/// Old contents of a new read-write mapping below this many bytes are
+/// zeroed by writing; from it on, dropped.
+const ZERO_BY_WRITING: usize = 128 << 10;
 const RW: c_int = libc::PROT_READ | libc::PROT_WRITE;
 const RWX: c_int = RW | libc::PROT_EXEC;
 /// `PROT_SEM`, which Linux accepts and ignores on x86-64 (not in `libc`).
@@ -191,14 +196,14 @@ fn unprotect_pages(addr: usize, len: usize) {
 /// `None` if the heap has no room (or the protection cannot be set).
 fn map_from_heap(len: usize, prot: c_int) -> Option<*mut c_void> {
     let len = len.next_multiple_of(PAGE);
-    let p = if prot == RW {
+    let p = if prot == RW && len < ZERO_BY_WRITING {
         heap::alloc(len, PAGE, true)?
     } else {
-        let (p, dirty) = heap::alloc_dirty(len)?;
-        drop_pages(p as usize, dirty);
-        if protect_pages(p as usize, len, prot).is_err() {
+        let (p, dirty) = heap::alloc_dirty(len, prot == RW)?;
+        drop_pages(p as usize, dirty.next_multiple_of(PAGE));
+        if prot != RW && protect_pages(p as usize, len, prot).is_err() {
             // SAFETY: the block just handed out, not used.
-            unsafe { heap::free(p) };
+            unsafe { heap::free_mapping(p) };
             return None;
         }
         p
@@ -299,13 +304,16 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
             return -1;
         }
         let len = len.next_multiple_of(PAGE);
-        let freed = mappings::unmap(addr as usize, len);
+        let unmapped = mappings::unmap(addr as usize, len);
         unprotect_pages(addr as usize, len);
-        for (start, whole) in freed {
+        for &(start, part) in &unmapped.within {
+            drop_pages(start, part);
+        }
+        for (start, whole) in unmapped.freed {
             unprotect_pages(start, whole);
             // SAFETY: a block the heap handed out as a mapping, of which
-            // the program has unmapped every page.
-            unsafe { heap::free(start as *mut u8) };
+            // the program has unmapped (and so dropped) every page.
+            unsafe { heap::free_mapping(start as *mut u8) };
         }
         return 0;
     }
