@@ -57,9 +57,11 @@ const HEADER: usize = 16;
 /// memory is untouched.
 const FRESH_MARGIN: usize = 64;
 
-/// The least size of a freed block whose pages are given back, and the
-/// most the threshold slides to: the C library's bounds for its own
-/// (`M_MMAP_THRESHOLD`'s default and its dynamic maximum on 64 bits).
+/// The threshold a freed block's size must pass for its pages to be
+/// given back, at first, and the most it slides to: the C library's bounds
+/// for its own (`M_MMAP_THRESHOLD`'s default and its dynamic maximum on 64
+/// bits). A block of the threshold's size is kept, as the C library serves
+/// a request of the size it last unmapped from its heap.
 const GIVE_BACK_MIN: usize = 128 << 10;
 const GIVE_BACK_MAX: usize = 32 << 20;
 
@@ -83,7 +85,7 @@ pub struct Heap {
     fresh: usize,
     in_use: usize,
     peak: usize,
-    /// Freed blocks at least this long give their pages back (see the
+    /// Freed blocks longer than this give their pages back (see the
     /// module docs).
     give_back_from: usize,
 }
@@ -267,7 +269,7 @@ impl Heap {
         let align = align & !UNCOUNTED;
         // SAFETY: the block TLSF gave, with the alignment it was given.
         unsafe { self.pool.deallocate(NonNull::new_unchecked(user.sub(align)), align) };
-        if give_back && size >= self.give_back_from {
+        if give_back && size > self.give_back_from {
             self.give_back(user as usize, size);
         }
     }

@@ -168,6 +168,8 @@ extern "C" fn start() {
         guard::install(start, start + region.len(), pin_limit).unwrap_or_else(|e| refuse(&e));
         // Memory calls made without the C library, on the heap.
         guard::route_memory_calls(vm::memory_call);
+        // A process that ends without the C library's exit still reports.
+        guard::on_exit_group(report_at_exit_group);
     }
     REGION.store(region, Ordering::Release);
     SETTINGS.store(Box::leak(Box::new(settings)), Ordering::Release);
@@ -213,6 +215,10 @@ pub unsafe extern "C" fn _exit(status: libc::c_int) -> ! {
 pub unsafe extern "C" fn _Exit(status: libc::c_int) -> ! {
     // SAFETY: as the caller's.
     unsafe { _exit(status) }
+}
+
+fn report_at_exit_group() {
+    end();
 }
 
 extern "C" fn end() {

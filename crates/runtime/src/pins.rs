@@ -38,6 +38,25 @@ static REFUSED: AtomicUsize = AtomicUsize::new(0);
 #[must_use = "the range is unpinned when this is dropped"]
 pub(crate) struct Pin(usize);
 
+impl Pin {
+    /// Keeps the range pinned past this value: its slot, for
+    /// [`Pin::from_slot`] to unpin later (a pin held across calls).
+    pub(crate) fn into_slot(self) -> usize {
+        let slot = self.0;
+        std::mem::forget(self);
+        slot
+    }
+
+    /// The pin [`Pin::into_slot`] gave up.
+    ///
+    /// # Safety
+    ///
+    /// `slot` came from `into_slot` and is taken back once.
+    pub(crate) unsafe fn from_slot(slot: usize) -> Pin {
+        Pin(slot)
+    }
+}
+
 impl Drop for Pin {
     fn drop(&mut self) {
         START[self.0].store(0, SeqCst);

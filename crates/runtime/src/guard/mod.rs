@@ -55,6 +55,7 @@
 //!   on a kernel built without them, and libraries fall back to threads.
 //!   A `vmsplice`d page is not covered (see the `calls` module).
 
+mod altstack;
 mod buffers;
 mod calls;
 mod raw;
@@ -98,7 +99,7 @@ const fn bit(sig: i32) -> u64 {
 mod selectors {
     use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
 
-    const SLOTS: usize = 4096;
+    pub(super) const SLOTS: usize = 4096;
     #[allow(clippy::declare_interior_mutable_const)]
     const FREE: AtomicUsize = AtomicUsize::new(0);
     #[allow(clippy::declare_interior_mutable_const)]
@@ -118,21 +119,20 @@ mod selectors {
 
     /// This thread's selector, if it has one.
     pub(super) fn mine() -> Option<&'static AtomicU8> {
+        index().map(|i| &SELECTOR[i])
+    }
+
+    /// This thread's slot in the table, if it has one.
+    pub(super) fn index() -> Option<usize> {
         let me = me();
         probe(me)
-            .map(|i| (i, OWNER[i].load(Relaxed)))
-            .take_while(|&(_, owner)| owner != 0)
-            .find(|&(_, owner)| owner == me)
-            .map(|(i, _)| &SELECTOR[i])
+            .take_while(|&i| OWNER[i].load(Relaxed) != 0)
+            .find(|&i| OWNER[i].load(Relaxed) == me)
     }
 
     /// Gives this thread's selector back (the thread is ending).
     pub(super) fn release() {
-        let me = me();
-        if let Some(i) = probe(me)
-            .take_while(|&i| OWNER[i].load(Relaxed) != 0)
-            .find(|&i| OWNER[i].load(Relaxed) == me)
-        {
+        if let Some(i) = index() {
             SELECTOR[i].store(super::ALLOW, Relaxed);
             // A tombstone, so that probes for threads placed past it
             // still find them.
@@ -163,6 +163,21 @@ static END: AtomicUsize = AtomicUsize::new(0);
 /// region, a `fn(i64, [u64; 6]) -> i64` as a `usize` (0: none; see
 /// [`route_memory_calls`]).
 static MEMORY_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// What runs before a process ends with an `exit_group` made without the
+/// C library, a `fn()` as a `usize` (0: none; see [`on_exit_group`]).
+static AT_EXIT_GROUP: AtomicUsize = AtomicUsize::new(0);
+
+/// Has the guard call `at_exit` when the process ends with an
+/// `exit_group` call, in the thread that makes it, before the call. `ccvm
+/// exec` writes the process's report there: a Go program ends with an
+/// inline `exit_group`, past the C library's exit and its destructors.
+/// `at_exit` runs with the thread allowed, so that its own calls go
+/// straight to the kernel; it may run again after the C library's exit
+/// has run it.
+pub fn on_exit_group(at_exit: fn()) {
+    AT_EXIT_GROUP.store(at_exit as usize, Relaxed);
+}
 
 /// Has the guard hand `mmap` (fixed), `munmap`, `mprotect` and `mremap`
 /// calls whose ranges reach into the region to `calls` (the system call's
@@ -293,9 +308,10 @@ pub fn install(start: usize, end: usize, pin_limit: usize) -> Result<(), String>
     START.store(start, Relaxed);
     END.store(end, Relaxed);
     PIN_LIMIT.store(pin_limit, Relaxed);
+    // On ccvm's own alternate stack (see the `altstack` module).
     let ours = |handler: usize| KernelAction {
         handler,
-        flags: (libc::SA_SIGINFO | libc::SA_NODEFER) as u64 | SA_RESTORER,
+        flags: (libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_ONSTACK) as u64 | SA_RESTORER,
         restorer: raw::restorer(),
         mask: 0,
     };
@@ -321,12 +337,14 @@ pub fn install(start: usize, end: usize, pin_limit: usize) -> Result<(), String>
             }
         }
     }
-    register_thread()
+    register_thread(None)
         .map_err(|e| format!("syscall user dispatch: {e} (it needs Linux 5.11 or later; use --fault-mode thread)"))
 }
 
-/// Registers this thread's selector with the kernel and blocks its calls.
-fn register_thread() -> Result<(), std::io::Error> {
+/// Registers this thread's selector with the kernel, gives it ccvm's
+/// alternate stack (see the `altstack` module; `context`: the handler's,
+/// if called from one) and blocks its calls.
+fn register_thread(context: Option<&mut libc::ucontext_t>) -> Result<(), std::io::Error> {
     let (start, len) = raw::exempt();
     let selector = selectors::claim().ok_or_else(|| std::io::Error::other("more than 4096 threads"))?;
     selector.store(ALLOW, Relaxed);
@@ -348,6 +366,7 @@ fn register_thread() -> Result<(), std::io::Error> {
     if r < 0 {
         return Err(std::io::Error::from_raw_os_error(-r as i32));
     }
+    altstack::give_own(context);
     selector.store(BLOCK, Relaxed);
     Ok(())
 }
@@ -450,17 +469,41 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
                 unsafe { raw::syscall(libc::SYS_close_range, [a as u64, b as u64, f as u64, 0, 0, 0]) }
             })
         }
-        libc::SYS_exit => {
-            drop(allow);
-            selectors::release();
-            // SAFETY: the thread's own exit.
-            unsafe { raw::syscall(nr, args) }
-        }
+        // A signal stack in the region must stay resident.
+        libc::SYS_sigaltstack => match altstack::sigaltstack(args, uc) {
+            altstack::Outcome::Done(r) => r,
+            altstack::Outcome::Rerun => {
+                step_over(&mut uc.uc_mcontext.gregs);
+                // Allowed until the step's trap, as for `clone`.
+                std::mem::forget(allow);
+                return;
+            }
+        },
+        libc::SYS_exit | libc::SYS_exit_group => ending(nr, args, allow),
         _ => guarded_call(nr, args),
     };
     uc.uc_mcontext.gregs[libc::REG_RAX as usize] = result;
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
+}
+
+/// A thread's `exit` (its signal stack and selector given back) or the
+/// process's `exit_group` (the function of [`on_exit_group`] run first).
+fn ending(nr: i64, args: [u64; 6], allow: Allow) -> i64 {
+    if nr == libc::SYS_exit {
+        drop(allow);
+        altstack::release();
+        selectors::release();
+    } else {
+        let at_exit = AT_EXIT_GROUP.load(Relaxed);
+        if at_exit != 0 {
+            // SAFETY: stored by `on_exit_group` from a `fn()`.
+            let at_exit: fn() = unsafe { std::mem::transmute(at_exit) };
+            at_exit();
+        }
+    }
+    // SAFETY: the program's own exit.
+    unsafe { raw::syscall(nr, args) }
 }
 
 extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
@@ -477,9 +520,13 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, context: 
         return pass_on(&PROGRAM_SIGTRAP, sig, info, context);
     }
     g[libc::REG_EFL as usize] &= !TRAP_FLAG;
+    if altstack::after_rerun(g) {
+        set_selector(BLOCK);
+        return;
+    }
     // A new thread or process starts unregistered; the parent registers
     // again, which changes nothing.
-    if register_thread().is_err() {
+    if register_thread(Some(uc)).is_err() {
         set_selector(ALLOW);
     }
 }
