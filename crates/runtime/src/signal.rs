@@ -158,10 +158,10 @@ fn install() -> Result<(), String> {
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_sigbus as *const () as usize;
-        // On the guard's alternate stack where it gives one: a fault's
-        // frame on a program's own small stack in the region (a
-        // goroutine's) would write over its neighbour's memory.
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        // (The guard adds SA_ONSTACK when it gives each thread a stack of
+        // its own: not before, since a program's small one, such as Rust's
+        // for its own overflow handler, is too small to serve a fault on.)
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         // Nothing runs inside a fault's service: a handler of the program
         // that touched the region there would wait on the pager's lock.
         libc::sigfillset(&mut action.sa_mask);

@@ -330,6 +330,11 @@ pub fn install(start: usize, end: usize, pin_limit: usize) -> Result<(), String>
         }
         if let Ok(mut a) = action(sig, None) {
             if a.handler > 1 {
+                if sig == libc::SIGBUS {
+                    // The fault handler's, on ccvm's stack of each thread
+                    // (see the `altstack` module).
+                    a.flags |= libc::SA_ONSTACK as u64;
+                }
                 a.flags |= SA_RESTORER;
                 a.restorer = raw::restorer();
                 a.mask &= !OURS;
