@@ -23,11 +23,15 @@
 //!   thread's own, not the shared zero page) and pinned (see
 //!   `crate::pins`) while installed.
 //!
-//! The kernel's `rt_sigreturn` puts back the alternate stack the thread
-//! had when the signal came (from the frame's `uc_stack`), so the stack set
-//! from the guard's handlers (a new thread's, at its first trap; the
-//! program's, at its intercepted call) is written into the interrupted
-//! context too.
+//! Setting a stack from a handler: the kernel's `rt_sigreturn` puts back
+//! the alternate stack the thread had when the signal came (from the
+//! frame's `uc_stack`), so a new thread's stack, set at its first trap
+//! (which runs on the thread's own stack), is written into the interrupted
+//! context too. A handler running on an alternate stack cannot change it
+//! at all (`EPERM`, and `rt_sigreturn` then ignores a changed `uc_stack`),
+//! so a change the program asks for is made by re-running its call in
+//! place, as `clone` is, its arguments naming the stack to set, and its
+//! registers put back at the single-step trap ([`after_rerun`]).
 //!
 //! A thread ends inside the guard's handler, on ccvm's stack, which it
 //! therefore cannot unmap: the stack goes to a graveyard, and the next

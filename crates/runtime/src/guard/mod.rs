@@ -41,6 +41,10 @@
 //!   and SIGTRAP are never blocked (a forced signal that is blocked kills
 //!   the process). The program's own handlers of those three are kept and
 //!   called for signals that are not the guard's.
+//! * Signal stacks: ccvm's handlers run on an alternate stack of ccvm's
+//!   for each thread, since the interrupted stack may be in the region (a
+//!   goroutine's), and a program's own alternate stack in the region is
+//!   kept resident (the `altstack` module).
 //!
 //! # Cost and limits
 //!
