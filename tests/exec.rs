@@ -310,6 +310,35 @@ fn build_c(dir: &Path, name: &str) -> PathBuf {
     out
 }
 
+/// Builds `tests/exec/NAME.c`, runs it with `args` unpaged and under
+/// `ccvm exec --ram RAM`, checks that both succeed with the same output,
+/// and returns that output and the paged process's counters. The scratch
+/// folder is removed.
+fn c_program_pages_as_unpaged(name: &str, args: &[&str], ram: &str) -> (Vec<u8>, serde_json::Value) {
+    let dir = scratch_dir(name);
+    let program = build_c(&dir, name);
+    let mut command = vec![program.to_str().unwrap()];
+    command.extend_from_slice(args);
+    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
+    assert!(
+        plain.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&plain.stdout)
+    );
+    let path = dir.join("run.json");
+    let out = ccvm_exec(&["--ram", ram], &command, &path);
+    assert!(
+        out.status.success(),
+        "{name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, plain.stdout, "{name}: output differs from the unpaged run");
+    let stats = report(&path)["processes"][0]["stats"].clone();
+    std::fs::remove_dir_all(&dir).ok();
+    (plain.stdout, stats)
+}
+
 /// The parent pid of process `pid`, from /proc.
 fn parent_of(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -428,22 +457,12 @@ fn madvised_pages_read_back_as_the_kernel_says_after_eviction() {
 /// zeros (`tests/exec/phases.c`, paged in 8 MiB).
 #[test]
 fn small_objects_freed_in_bulk_are_dropped_and_reused() {
-    let dir = scratch_dir("phases");
-    let program = build_c(&dir, "phases");
-    let command = [program.to_str().unwrap()];
-    let plain = Command::new(command[0]).output().unwrap();
-    assert!(plain.status.success());
-    assert!(String::from_utf8_lossy(&plain.stdout).contains("phase 2: 0 nonzero"));
-    let path = dir.join("run.json");
-    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.stdout, plain.stdout, "output differs from the unpaged run");
-    let stats = &report(&path)["processes"][0]["stats"];
+    let (out, stats) = c_program_pages_as_unpaged("phases", &[], "8M");
+    assert!(String::from_utf8_lossy(&out).contains("phase 2: 0 nonzero"));
     // 48 MiB of 48-byte objects fill 768 slabs of 16 pages; all but 16
     // are dropped when the objects are freed.
     let dropped = stats["pages_discarded"].as_u64().unwrap();
     assert!(dropped >= 752 * 16, "{dropped} pages dropped: {stats}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Large blocks freed give their pages back, as the C library unmaps a
@@ -455,17 +474,8 @@ fn small_objects_freed_in_bulk_are_dropped_and_reused() {
 /// then reads as zeros.
 #[test]
 fn large_blocks_freed_give_their_pages_back() {
-    let dir = scratch_dir("bigfree");
-    let program = build_c(&dir, "bigfree");
-    let command = [program.to_str().unwrap(), "16"];
-    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
-    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stdout));
-    assert!(String::from_utf8_lossy(&plain.stdout).starts_with("wrong bytes: 0;"));
-    let path = dir.join("run.json");
-    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.stdout, plain.stdout, "output differs from the unpaged run");
-    let stats = &report(&path)["processes"][0]["stats"];
+    let (out, stats) = c_program_pages_as_unpaged("bigfree", &["16"], "8M");
+    assert!(String::from_utf8_lossy(&out).starts_with("wrong bytes: 0;"));
     let dropped = stats["pages_discarded"].as_u64().unwrap();
     // The first 16 MiB block, less the pages that hold the allocator's
     // headers (the second, of the threshold's size then, is kept), the 20
@@ -478,7 +488,6 @@ fn large_blocks_freed_give_their_pages_back() {
         dropped < given_back + 4096 + 16 * 512,
         "{dropped} pages dropped: {stats}"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Memory calls made without the C library (inline system calls) on heap
@@ -488,26 +497,11 @@ fn large_blocks_freed_give_their_pages_back() {
 /// call. Thread mode sees them only through the C library.
 #[test]
 fn memory_calls_made_without_the_c_library_keep_the_kernels_semantics() {
-    let dir = scratch_dir("rawcalls");
-    let program = build_c(&dir, "rawcalls");
-    let command = [program.to_str().unwrap(), "16"];
-    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
-    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stdout));
-    let path = dir.join("r.json");
-    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.stdout, plain.stdout);
-    let stats = &report(&path)["processes"][0]["stats"];
+    let (_, stats) = c_program_pages_as_unpaged("rawcalls", &["16"], "8M");
     assert!(
         stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap() > 1000,
         "the heap did not leave memory: {stats}"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -736,26 +730,11 @@ fn a_go_program_linked_with_cgo_is_paged() {
 /// delivered, and each stack reads back as it was set.
 #[test]
 fn signals_on_alternate_stacks_in_the_heap_are_delivered() {
-    let dir = scratch_dir("sigstack");
-    let program = build_c(&dir, "sigstack");
-    let command = [program.to_str().unwrap(), "24"];
-    let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
-    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stdout));
-    let path = dir.join("run.json");
-    let out = ccvm_exec(&["--ram", "8M"], &command, &path);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.stdout, plain.stdout, "output differs from the unpaged run");
-    let stats = &report(&path)["processes"][0]["stats"];
+    let (_, stats) = c_program_pages_as_unpaged("sigstack", &["24"], "8M");
     assert!(
         stats["faults_cache"].as_u64().unwrap() + stats["faults_disk"].as_u64().unwrap() > 1000,
         "{stats}"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -105,7 +105,6 @@ pub struct Unmapped {
 pub fn unmap(addr: usize, len: usize) -> Unmapped {
     let end = addr.saturating_add(len.next_multiple_of(PAGE));
     let mut out = Unmapped::default();
-    let freed = &mut out.freed;
     let mut map = lock();
     for (&start, m) in map.range_mut(..end).rev() {
         let m_end = start + m.pages * PAGE;
@@ -123,7 +122,7 @@ pub fn unmap(addr: usize, len: usize) -> Unmapped {
             }
         }
         if m.left == 0 {
-            freed.push((start, m.pages * PAGE));
+            out.freed.push((start, m.pages * PAGE));
         }
     }
     for (start, _) in &out.freed {
