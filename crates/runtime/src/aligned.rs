@@ -5,9 +5,16 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
 /// A zeroed, 4096-aligned buffer of fixed length.
+///
+/// A buffer of more than a page is its own anonymous mapping, so that its
+/// pages hold memory only once written: the allocator would write zeros
+/// over the whole of an aligned block (it has no aligned `calloc`), and
+/// the swap file's 64 KiB cluster buffers, made in every paged process,
+/// are used only once it pages to disk.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     layout: Layout,
+    mapped: bool,
 }
 
 // SAFETY: the buffer is owned memory with no interior sharing.
@@ -19,13 +26,38 @@ impl AlignedBuf {
     /// # Panics
     ///
     /// If `len` is 0 or the allocation fails.
+    ///
+    /// ```
+    /// use ccvm_runtime::aligned::AlignedBuf;
+    /// for len in [512, 4096, 65536] {
+    ///     let mut b = AlignedBuf::new(len);
+    ///     assert_eq!((b.as_ptr() as usize % 4096, b.len()), (0, len));
+    ///     assert!(b.iter().all(|&x| x == 0));
+    ///     b[len - 1] = 7;
+    ///     assert_eq!(b[len - 1], 7);
+    /// }
+    /// ```
     pub fn new(len: usize) -> Self {
         let layout = Layout::from_size_align(len, ccvm_codec::PAGE_SIZE).expect("a sane buffer size");
         assert!(len > 0, "an empty aligned buffer");
+        if len > ccvm_codec::PAGE_SIZE {
+            if let Some(p) = crate::frames::map_small_pages(len) {
+                let ptr = NonNull::new(p.cast()).expect("mmap does not return null");
+                return AlignedBuf {
+                    ptr,
+                    layout,
+                    mapped: true,
+                };
+            }
+        }
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, layout }
+        AlignedBuf {
+            ptr,
+            layout,
+            mapped: false,
+        }
     }
 }
 
@@ -46,8 +78,13 @@ impl DerefMut for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated with this layout in `new`.
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+        if self.mapped {
+            // SAFETY: the mapping `new` made, of this length.
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.layout.size()) };
+        } else {
+            // SAFETY: allocated with this layout in `new`.
+            unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+        }
     }
 }
 

@@ -254,6 +254,28 @@ pub(crate) struct SwapFile {
     pub stats: SwapStats,
 }
 
+/// The file's direct-I/O offset alignment as its file system states it
+/// (`statx`, Linux 6.1+; 0 if the file takes no direct I/O), rounded up
+/// to 512 and to at most a page; `None` if the kernel does not say, and
+/// the caller then probes with writes. Asking costs no I/O, which matters
+/// since every paged process makes a swap file.
+fn direct_io_alignment(fd: i32) -> Option<usize> {
+    // SAFETY: a plain-data struct, written by the kernel.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an open descriptor, an empty path with AT_EMPTY_PATH, and a
+    // buffer of the kernel's struct.
+    let rc = unsafe { libc::statx(fd, c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut st) };
+    if rc != 0 || st.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return None;
+    }
+    match st.stx_dio_offset_align as usize {
+        0 => Some(0),
+        a if a <= 512 => Some(512),
+        a if a <= PAGE_SIZE && st.stx_dio_mem_align as usize <= PAGE_SIZE => Some(a.next_power_of_two()),
+        _ => None,
+    }
+}
+
 impl SwapFile {
     /// Creates an unnamed swap file in `dir`; `latency` is added to every
     /// read from the device.
@@ -278,12 +300,19 @@ impl SwapFile {
         // Out of the program's way (see `crate::fds`).
         let file = crate::fds::raise(file.into());
         let read_buf = AlignedBuf::new(PAGE_SIZE);
-        // The smallest direct-I/O size the device takes: try 512.
-        let align = match file.file().write_at(&read_buf[..512], 0) {
-            Ok(512) => 512,
-            _ => PAGE_SIZE,
+        let align = match direct_io_alignment(file.raw()) {
+            Some(0) => return Err(create(io::Error::from_raw_os_error(libc::EINVAL))),
+            Some(align) => align,
+            None => {
+                // The smallest direct-I/O size the device takes: try 512.
+                let align = match file.file().write_at(&read_buf[..512], 0) {
+                    Ok(512) => 512,
+                    _ => PAGE_SIZE,
+                };
+                file.file().write_at(&read_buf[..align], 0).map_err(create)?;
+                align
+            }
         };
-        file.file().write_at(&read_buf[..align], 0).map_err(create)?;
         Ok(SwapFile {
             file,
             dir: dir.to_owned(),

@@ -83,7 +83,7 @@ impl Pager {
             self.complete_pending(page as usize);
             self.run_actions();
         }
-        for page in 0..self.pages.len() {
+        for page in self.pages.written_runs().into_iter().flatten() {
             if matches!(self.pages[page], PageState::Trapped) {
                 self.map_page(page, Target::Frame(page));
                 self.pages[page] = PageState::Uncompressed;
@@ -161,19 +161,21 @@ impl Pager {
             self.traps = None;
         }
         // Zero pages: protected again, a run at a time.
-        let mut page = 0;
-        while page < pages {
-            if !matches!(self.pages[page], PageState::Zero) {
-                page += 1;
-                continue;
-            }
-            let first = page;
-            while page < pages && matches!(self.pages[page], PageState::Zero) {
-                page += 1;
-            }
-            let (addr, len) = (self.addr(first), (page - first) * PAGE_SIZE);
-            if let Err(e) = self.parts.uffd.write_protect(addr, len) {
-                fatal(format!("protecting zero pages in the forked child: {e}"));
+        for written in self.pages.written_runs() {
+            let mut page = written.start;
+            while page < written.end {
+                if !matches!(self.pages[page], PageState::Zero) {
+                    page += 1;
+                    continue;
+                }
+                let first = page;
+                while page < written.end && matches!(self.pages[page], PageState::Zero) {
+                    page += 1;
+                }
+                let (addr, len) = (self.addr(first), (page - first) * PAGE_SIZE);
+                if let Err(e) = self.parts.uffd.write_protect(addr, len) {
+                    fatal(format!("protecting zero pages in the forked child: {e}"));
+                }
             }
         }
         self.observers.statistics =
@@ -190,7 +192,7 @@ impl Pager {
             helper.abandon();
         }
         let mut written = 0;
-        for page in 0..self.pages.len() {
+        for page in self.pages.written_runs().into_iter().flatten() {
             if matches!(
                 self.pages[page],
                 PageState::New | PageState::Zero | PageState::Uncompressed

@@ -1,8 +1,10 @@
 //! The page-state table: where every page of the region is, with the
 //! swap-file slots of those on disk beside it (see `disk`), and the counts
-//! the budget reads (pages seen, pages resident).
+//! the budget reads (pages seen, pages resident), and which stretches of
+//! the table were ever written, so that walks over every page (at a fork)
+//! skip the untouched bulk of a large region.
 
-use std::ops::{Index, IndexMut};
+use std::ops::{Index, IndexMut, Range};
 
 use super::disk::DiskSlots;
 use crate::aligned::ZeroTable;
@@ -49,7 +51,14 @@ pub(super) struct PageTable {
     pub(super) seen: usize,
     /// Pages mapped in the region (trapped ones included).
     pub(super) resident: usize,
+    /// One bit per `CHUNK` pages: set once any page of the chunk was
+    /// written (so every page outside a set chunk is `New`).
+    written: Vec<u64>,
 }
+
+/// Pages a bit of `PageTable::written` covers: one page of the state
+/// table (8-byte states), so a walk reads only table pages that exist.
+const CHUNK: usize = 512;
 
 impl PageTable {
     /// A table of `pages` pages, all `New`, holding no memory until used.
@@ -59,7 +68,28 @@ impl PageTable {
             disk: DiskSlots::default(),
             seen: 0,
             resident: 0,
+            written: vec![0; pages.div_ceil(CHUNK).div_ceil(64)],
         }
+    }
+
+    /// The stretches of pages that may hold a page other than `New`, in
+    /// order and disjoint: every page outside them is `New`. A walk over
+    /// every page that skips `New` ones may walk these instead.
+    pub(super) fn written_runs(&self) -> Vec<Range<usize>> {
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for (w, &bits) in self.written.iter().enumerate() {
+            let mut rest = bits;
+            while rest != 0 {
+                let chunk = w * 64 + rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let run = chunk * CHUNK..((chunk + 1) * CHUNK).min(self.len());
+                match runs.last_mut() {
+                    Some(last) if last.end == run.start => last.end = run.end,
+                    _ => runs.push(run),
+                }
+            }
+        }
+        runs
     }
 
     /// The region's length in pages.
@@ -77,6 +107,51 @@ impl Index<usize> for PageTable {
 
 impl IndexMut<usize> for PageTable {
     fn index_mut(&mut self, page: usize) -> &mut PageState {
+        let chunk = page / CHUNK;
+        self.written[chunk / 64] |= 1 << (chunk % 64);
         &mut self.states[page]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PageState, PageTable, CHUNK};
+
+    /// Every page a walk of `written_runs` skips is `New`, and the runs
+    /// are ordered, disjoint and within the table, for writes anywhere
+    /// (chunk edges, the last, partial chunk).
+    #[test]
+    fn written_runs_cover_every_page_that_left_new() {
+        let len = 70 * CHUNK + 37;
+        let mut table = PageTable::new(len);
+        assert!(table.written_runs().is_empty());
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for round in 0..400 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let page = match round % 4 {
+                0 => (seed as usize) % len,
+                1 => ((seed as usize) % 70) * CHUNK,
+                2 => ((seed as usize) % 70) * CHUNK + CHUNK - 1,
+                _ => len - 1,
+            };
+            table[page] = if round % 3 == 0 {
+                PageState::Disk(round)
+            } else {
+                PageState::Zero
+            };
+            let runs = table.written_runs();
+            for pair in runs.windows(2) {
+                assert!(pair[0].end < pair[1].start, "runs {runs:?} not ordered and apart");
+            }
+            assert!(runs.last().is_some_and(|r| r.end <= len));
+            let covered = |p: usize| runs.iter().any(|r| r.contains(&p));
+            for p in 0..len {
+                if !matches!(table[p], PageState::New) {
+                    assert!(covered(p), "page {p} left New outside {runs:?}");
+                }
+            }
+        }
     }
 }
