@@ -664,7 +664,7 @@ fn installed(program: &str) -> Option<String> {
 /// the preloaded library's `vm` say, is paged: the output equals the
 /// unpaged run's, no more than a few pages of reservations are left to
 /// the kernel, and the heap left memory.
-fn managed_heap_is_paged(name: &str, command: &[&str], ram: &str) {
+fn managed_heap_is_paged(name: &str, command: &[&str], ram: &str) -> serde_json::Value {
     let dir = scratch_dir(name);
     let plain = Command::new(command[0]).args(&command[1..]).output().unwrap();
     assert!(
@@ -692,7 +692,9 @@ fn managed_heap_is_paged(name: &str, command: &[&str], ram: &str) {
     let stats = &main["stats"];
     let evicted = stats["pages_compressed"].as_u64().unwrap() + stats["pages_swapped_raw"].as_u64().unwrap();
     assert!(evicted > 5_000, "{name}: the heap hardly left memory: {stats}");
+    let stats = stats.clone();
     std::fs::remove_dir_all(&dir).ok();
+    stats
 }
 
 /// A Go program linked with cgo: its goroutines run on small stacks in
@@ -719,7 +721,14 @@ fn a_go_program_linked_with_cgo_is_paged() {
         .status()
         .unwrap();
     assert!(status.success(), "go build failed on tests/exec/go/map.go");
-    managed_heap_is_paged("go", &[program.to_str().unwrap()], "24M");
+    let stats = managed_heap_is_paged("go", &[program.to_str().unwrap()], "24M");
+    // Its threads run on both CPUs: evictions leave in batches, one TLB
+    // flush a batch (crates/runtime/src/pager/together.rs).
+    assert!(stats["pages_evicted_together"].as_u64().unwrap() > 1000, "{stats}");
+    assert!(
+        stats["eviction_batches"].as_u64().unwrap() * 4 < stats["pages_evicted_together"].as_u64().unwrap(),
+        "{stats}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -237,6 +237,13 @@ fn print_pages(out: &mut impl std::io::Write, s: &RuntimeStats) -> std::io::Resu
             s.pages_copied_in
         )?;
     }
+    if s.pages_evicted_together > 0 {
+        writeln!(
+            out,
+            "evicted together       {} pages in {} batches, one TLB flush a batch, while the program ran other threads",
+            s.pages_evicted_together, s.eviction_batches
+        )?;
+    }
     if s.pages_read_ahead + s.pages_read_ahead_disk + s.pages_zero_ahead > 0 {
         writeln!(
             out,

@@ -233,7 +233,7 @@ impl Frames {
 }
 
 /// A pidfd of this process; `None` if the kernel has none to give.
-fn open_own_pidfd() -> Option<std::os::fd::OwnedFd> {
+pub(crate) fn open_own_pidfd() -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     let pid = u64::from(std::process::id());
     // SAFETY: pidfd_open of our own pid; the descriptor is ours.

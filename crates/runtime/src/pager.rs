@@ -68,8 +68,9 @@ mod room;
 mod serve;
 mod share;
 mod table;
+mod together;
 
-pub(crate) use lock::{lock, Locked};
+pub(crate) use lock::{lock, lock_for_fault, Locked};
 
 pub(crate) use share::start_trimmer;
 pub use share::{allocating_for_ccvm, on_tree_tick, SNAPSHOT_PERIOD};
@@ -140,6 +141,8 @@ pub(crate) struct Pager {
     share: share::Share,
     /// Who is told what happens: statistics and tracing (see `observe`).
     observers: Observers,
+    /// Evictions deferred to leave together (see `together`).
+    together: together::Together,
 }
 
 /// Stops the process: see the module docs. `_exit`, not `exit`: this may
@@ -234,6 +237,7 @@ impl Pager {
             protections,
             costs: None,
             observers,
+            together: together::Together::new(),
         }
     }
 

@@ -208,7 +208,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, context: *
                 write: was_write(context),
                 write_protect: false,
             };
-            crate::pager::lock(pager).handle(fault);
+            crate::pager::lock_for_fault(pager).handle(fault);
         }
         None => pass_on(sig, info, context),
     }

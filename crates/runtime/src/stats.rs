@@ -93,6 +93,14 @@ pub struct RuntimeStats {
     /// would interrupt to flush their TLBs.
     #[serde(default)]
     pub pages_copied_in: u64,
+    /// Evicted pages that left the region in batches, one TLB flush for
+    /// each batch, because the process ran other threads (see
+    /// `eviction_batches`).
+    #[serde(default)]
+    pub pages_evicted_together: u64,
+    /// Batches those pages left in.
+    #[serde(default)]
+    pub eviction_batches: u64,
     /// Pages decompressed (from the cache or from disk).
     pub pages_decompressed: u64,
     /// Pages written to disk uncompressed (compression off, or too large

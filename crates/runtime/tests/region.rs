@@ -130,10 +130,16 @@ fn many_threads_against_a_model(configs: &[(FaultMode, bool, f64, bool, bool)]) 
             background_compression,
             "{stats:?}"
         );
+        // Evictions leave in batches, one flush each, where faults are
+        // signals and no page is trapped (the model checks every byte that
+        // left so): copied into the helper's ring, not handed in frames.
+        let together = fault_mode == FaultMode::Signal && copy_in && trap_share == 0.0;
+        assert_eq!(stats.pages_evicted_together > 0, together, "{stats:?}");
+        assert!(stats.eviction_batches <= stats.pages_evicted_together, "{stats:?}");
         // Moved frames are handed to the helper, which reads them itself.
         assert_eq!(
             stats.pages_read_by_helper > 0,
-            background_compression && move_frames,
+            background_compression && move_frames && !together,
             "{stats:?}"
         );
         // Four threads run: with frames and the setting, pages come in by

@@ -146,7 +146,8 @@ impl Pager {
     pub(super) fn done_with(&mut self, evicted: Evicted) {
         match evicted {
             Evicted::Parked(frame) => self.frames.as_mut().expect("a parked frame has frames").release(frame),
-            Evicted::Copied(buffer) => self.copies = Some(buffer),
+            Evicted::Copied(buffer) if self.copies.is_none() => self.copies = Some(buffer),
+            Evicted::Copied(buffer) => self.together.keep(buffer),
         }
     }
 
@@ -180,33 +181,8 @@ impl Pager {
             {
                 self.keep_mapped(action);
             }
-            Action::Compress(p) | Action::SwapOut(p) => {
-                let page = p as usize;
-                let Some(evicted) = self.evict(page) else {
-                    return self.keep_mapped(action);
-                };
-                let bytes = evicted.bytes();
-                self.observers.observe(Event::Evicted { page: p, bytes });
-                match (&mut self.helper, action) {
-                    (_, Action::SwapOut(_)) => {
-                        self.write_swap(page, Stored::Raw, bytes);
-                        self.observers.observe(Event::SwappedRaw);
-                    }
-                    (Some(helper), _) if helper.has_room() => {
-                        self.pages[page] = PageState::Pending;
-                        match evicted {
-                            // The helper reads the frame itself: no copy here.
-                            Evicted::Parked(frame) if helper.reads_frames() => {
-                                helper.push_frame(p, frame);
-                                return self.observers.observe(Event::HandedFrame);
-                            }
-                            _ => helper.push(p, bytes),
-                        }
-                    }
-                    _ => self.compress(page, bytes),
-                }
-                self.done_with(evicted);
-            }
+            Action::Compress(p) | Action::SwapOut(p) if self.may_defer(p as usize) => self.defer(p as usize, action),
+            Action::Compress(p) | Action::SwapOut(p) => self.evict_now(p as usize, action),
             Action::Watch(p) => {
                 let page = p as usize;
                 // Only a mapped page: any other faults at its next touch anyway.
@@ -225,6 +201,42 @@ impl Pager {
                 self.observers.observe(Event::Spilled);
             }
         }
+    }
+
+    /// Carries out eviction `action` (`Compress` or `SwapOut`) of `page`
+    /// now, alone.
+    pub(super) fn evict_now(&mut self, page: usize, action: Action) {
+        let Some(evicted) = self.evict(page) else {
+            return self.keep_mapped(action);
+        };
+        self.after_evict(page, action, evicted);
+    }
+
+    /// Eviction `action` of `page`, whose bytes left the region as
+    /// `evicted`: they go to the helper, the store or the swap file.
+    pub(super) fn after_evict(&mut self, page: usize, action: Action, evicted: Evicted) {
+        let p = page as u64;
+        let bytes = evicted.bytes();
+        self.observers.observe(Event::Evicted { page: p, bytes });
+        match (&mut self.helper, action) {
+            (_, Action::SwapOut(_)) => {
+                self.write_swap(page, Stored::Raw, bytes);
+                self.observers.observe(Event::SwappedRaw);
+            }
+            (Some(helper), _) if helper.has_room() => {
+                self.pages[page] = PageState::Pending;
+                match evicted {
+                    // The helper reads the frame itself: no copy here.
+                    Evicted::Parked(frame) if helper.reads_frames() => {
+                        helper.push_frame(p, frame);
+                        return self.observers.observe(Event::HandedFrame);
+                    }
+                    _ => helper.push(p, bytes),
+                }
+            }
+            _ => self.compress(page, bytes),
+        }
+        self.done_with(evicted);
     }
 
     /// Eviction `action` (`Compress` or `SwapOut`) of a page that must stay

@@ -76,6 +76,9 @@ impl Pager {
     /// in the swap file's buffer, so that a child forked now needs none of
     /// them.
     pub(crate) fn settle_for_fork(&mut self) {
+        self.evict_deferred();
+        // Frames shared with a child from here on: no batches (`together`).
+        self.together.forked = true;
         self.collect_finished();
         self.run_actions();
         while let Some(page) = self.helper.as_ref().and_then(|h| h.first_waiting()) {

@@ -39,7 +39,20 @@ impl Drop for Locked<'_> {
 /// is held (the protections of an `mprotect`'d range) could land on a heap
 /// page that is not resident, and the fault would wait for the pager that
 /// this very thread holds.
+///
+/// Evictions deferred to leave together are carried out first (see the
+/// `together` module), so that whatever the caller does meets no page
+/// half gone; only a fault's service, through [`lock_for_fault`], lets
+/// them wait.
 pub(crate) fn lock(pager: &Mutex<Pager>) -> Locked<'_> {
+    let mut locked = lock_for_fault(pager);
+    locked.evict_deferred();
+    locked
+}
+
+/// Locks the pager as [`lock`] does, to serve a fault: evictions deferred
+/// may wait longer.
+pub(crate) fn lock_for_fault(pager: &Mutex<Pager>) -> Locked<'_> {
     let guard = pager.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: always valid; reads the thread pointer.
     HOLDER.store(unsafe { libc::pthread_self() } as usize, Ordering::Release);

@@ -96,6 +96,9 @@ pub(super) enum Event<'a> {
     /// A page about to be mapped in by copying, because the process runs
     /// other threads (see `crate::threads`).
     CopiedIn,
+    /// This many evicted pages left the region together, with one TLB
+    /// flush (see `together`).
+    EvictedTogether(u64),
     /// An evicted page written to the swap file uncompressed.
     SwappedRaw,
     /// A compressed page moved from the cache to the swap file.
@@ -241,6 +244,10 @@ impl Observer for Statistics {
             }
             Event::HandedFrame => s.pages_read_by_helper += 1,
             Event::CopiedIn => s.pages_copied_in += 1,
+            Event::EvictedTogether(n) => {
+                s.pages_evicted_together += n;
+                s.eviction_batches += 1;
+            }
             Event::SwappedRaw => s.pages_swapped_raw += 1,
             Event::Spilled => s.pages_spilled += 1,
             Event::Watched => s.pages_watched += 1,
