@@ -8,9 +8,10 @@
 //! 19.4 µs against 0.93 µs with none, while `UFFDIO_COPY` into a missing
 //! page (which flushes nothing) took 0.75 µs either way
 //! (`docs/results.md`, "Frames moved while other threads run"). So with
-//! other threads the pager maps pages in by copying, and frees the spare
+//! other threads the pager maps pages in by copying, frees the spare
 //! frames that then pile up in batches, one flush for each batch (see
-//! `crate::frames`).
+//! `crate::frames`), and lets evicted pages leave in batches too (see the
+//! pager's `together` module).
 //!
 //! Choices: ccvm's own threads in the process (the fault-handling thread
 //! of `FaultMode::Thread`, the thread of a process tree's shared budget)
