@@ -1,7 +1,9 @@
 /* What a page's trip in or out of a page table costs when another thread
- * of the process runs on another CPU: UFFDIO_MOVE, UFFDIO_COPY, and
- * MADV_DONTNEED one page a call or 32 in one process_madvise. Used by
- * docs/results.md, "Frames moved while other threads run".
+ * of the process runs on another CPU: UFFDIO_MOVE, UFFDIO_COPY,
+ * MADV_DONTNEED one page a call or 32 in one process_madvise, and 32
+ * spliced into a pipe, dropped in one process_madvise and read back (the
+ * pager's batched evictions). Used by docs/results.md, "Frames moved while
+ * other threads run" and "Evictions that leave together".
  *
  *   cc -O2 -pthread docs/programs/flushes.c -o /tmp/flushes
  *   /tmp/flushes 1; /tmp/flushes 2      (threads: 1, or 2 with one spinning on CPU 1)
@@ -62,6 +64,23 @@ static void drop(char *m, int pidfd, int batched) {
   }
 }
 
+/* Takes every page of m out as the pager's batched evictions do: BATCH at
+ * a time spliced into the pipe, dropped with one process_madvise, and read
+ * back into `back`. */
+static void splice_out(char *m, int pidfd, const int *pipefd, char *back) {
+  for (long i = 0; i < PAGES; i += BATCH) {
+    struct iovec v[BATCH];
+    for (int k = 0; k < BATCH; k++) { v[k].iov_base = m + (i + k) * 4096; v[k].iov_len = 4096; }
+    if (vmsplice(pipefd[1], v, BATCH, 0) != BATCH * 4096L) die("vmsplice");
+    if (syscall(SYS_process_madvise, pidfd, v, BATCH, MADV_DONTNEED, 0) < 0) die("process_madvise");
+    for (long got = 0; got < BATCH * 4096L;) {
+      ssize_t n = read(pipefd[0], back + got, BATCH * 4096L - got);
+      if (n <= 0) die("read");
+      got += n;
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 1;
   pin(0);
@@ -74,7 +93,10 @@ int main(int argc, char **argv) {
   char *a = region(uffd, 1), *b = region(uffd, 0), *plain = region(-1, 0);
   char *buf = aligned_alloc(4096, 4096);
   memset(buf, 7, 4096);
-  double move = 0, copy = 0, each = 0, batch = 0;
+  int pipefd[2];
+  if (pipe(pipefd) || fcntl(pipefd[1], F_SETPIPE_SZ, BATCH * 4096) < BATCH * 4096) die("pipe");
+  char *back = aligned_alloc(4096, BATCH * 4096L);
+  double move = 0, copy = 0, each = 0, batch = 0, spliced = 0;
   for (int r = 0; r < ROUNDS; r++) {
     char *src = r % 2 ? b : a, *dst = r % 2 ? a : b;
     double t = now();
@@ -102,10 +124,15 @@ int main(int argc, char **argv) {
     t = now();
     drop(plain, pidfd, 1);
     batch += now() - t;
+    fill(plain);
+    t = now();
+    splice_out(plain, pidfd, pipefd, back);
+    spliced += now() - t;
   }
   stop = 1;
   double per = 1e6 / ((double)PAGES * ROUNDS);
-  printf("%d thread%s: UFFDIO_MOVE %.2f us a page, UFFDIO_COPY %.2f, MADV_DONTNEED a page a call %.2f, %d in one process_madvise %.2f\n",
-         threads, threads > 1 ? "s" : "", move * per, copy * per, each * per, BATCH, batch * per);
+  printf("%d thread%s: UFFDIO_MOVE %.2f us a page, UFFDIO_COPY %.2f, MADV_DONTNEED a page a call %.2f, %d in one process_madvise %.2f, "
+         "%d spliced, dropped and read back %.2f\n",
+         threads, threads > 1 ? "s" : "", move * per, copy * per, each * per, BATCH, batch * per, BATCH, spliced * per);
   return 0;
 }

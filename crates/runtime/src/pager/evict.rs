@@ -185,8 +185,12 @@ impl Pager {
             Action::Compress(p) | Action::SwapOut(p) => self.evict_now(p as usize, action),
             Action::Watch(p) => {
                 let page = p as usize;
-                // Only a mapped page: any other faults at its next touch anyway.
-                if matches!(self.pages[page], PageState::Uncompressed) && self.park(page) {
+                // Only a mapped page that stays: any other faults at its
+                // next touch anyway (a deferred eviction's too).
+                if matches!(self.pages[page], PageState::Uncompressed)
+                    && !self.together.is_waiting(page)
+                    && self.park(page)
+                {
                     self.observers.observe(Event::Watched);
                 }
             }

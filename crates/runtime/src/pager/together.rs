@@ -87,6 +87,11 @@ impl Together {
         }
     }
 
+    /// Whether `page`'s eviction is deferred.
+    pub(super) fn is_waiting(&self, page: usize) -> bool {
+        self.waiting.iter().any(|&(p, _)| p == page)
+    }
+
     /// Keeps `buffer` for a later batch, up to a batch's worth.
     pub(super) fn keep(&mut self, buffer: AlignedBuf) {
         if self.buffers.len() < BATCH {
@@ -166,9 +171,13 @@ impl Pager {
         let _allow = crate::guard::Allow::new();
         let waiting = std::mem::take(&mut self.together.waiting);
         let mut going = Vec::with_capacity(waiting.len());
+        let mut alone_first = Vec::new();
         for &(page, action) in &waiting {
-            debug_assert!(matches!(self.pages[page], PageState::Uncompressed));
-            if self.pinned(page) {
+            if !matches!(self.pages[page], PageState::Uncompressed) {
+                // Not plainly mapped any more: it leaves as one page does.
+                debug_assert!(false, "a deferred page {page} changed state");
+                alone_first.push((page, action));
+            } else if self.pinned(page) {
                 // A system call is using it: it stays (see `act`).
                 self.pages.resident += 1;
                 self.keep_mapped(action);
@@ -176,7 +185,8 @@ impl Pager {
                 going.push((page, action));
             }
         }
-        let (spliced, alone) = self.splice(&going);
+        let (spliced, mut alone) = self.splice(&going);
+        alone.extend(alone_first);
         let mut buffers = std::mem::take(&mut self.together.buffers);
         if !spliced.is_empty() {
             self.drop_spliced(&spliced);
