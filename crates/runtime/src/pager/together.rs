@@ -240,8 +240,8 @@ impl Pager {
             let r = unsafe { crate::guard::raw_syscall(libc::SYS_vmsplice, args) };
             let whole = if r > 0 { r as usize / PAGE_SIZE } else { 0 };
             if r > 0 && !(r as usize).is_multiple_of(PAGE_SIZE) {
-                // Part of a page: cannot happen with whole pages; stop
-                // batching rather than read a page in two.
+                // Part of a page: the kernel takes whole pages of whole
+                // iovecs, so the books no longer match what the pipe holds.
                 super::fatal("vmsplice took part of a page");
             }
             spliced.extend_from_slice(&going[next..next + whole]);
