@@ -93,9 +93,9 @@ pub struct RuntimeStats {
     /// would interrupt to flush their TLBs.
     #[serde(default)]
     pub pages_copied_in: u64,
-    /// Evicted pages that left the region in batches, one TLB flush for
-    /// each batch, because the process ran other threads (see
-    /// `eviction_batches`).
+    /// Evicted (or watched) pages that left the region in batches, one
+    /// TLB flush for each batch, because the process ran other threads
+    /// (see `eviction_batches`).
     #[serde(default)]
     pub pages_evicted_together: u64,
     /// Batches those pages left in.

@@ -109,6 +109,21 @@ fn many_threads_against_a_model_with_a_fault_thread() {
     ]);
 }
 
+/// The default policy watches pages (its miniatures' sample): with four
+/// threads running, watched pages leave in the batches and come back by
+/// copies, and the model still reads every byte it wrote.
+#[test]
+fn many_threads_against_a_model_with_watched_pages() {
+    let ram = 128 * 4096;
+    let config = RuntimeConfig {
+        fault_mode: FaultMode::Signal,
+        ..config(ram, 0.5, "adaptive-safe")
+    };
+    let stats = threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
+    assert!(stats.pages_watched > 0 && stats.faults_watch > 0, "{stats:?}");
+    assert!(stats.pages_evicted_together > 0, "{stats:?}");
+}
+
 /// Fault mode, moved frames, trap share, background compression, pages
 /// copied in while other threads run.
 fn many_threads_against_a_model(configs: &[(FaultMode, bool, f64, bool, bool)]) {

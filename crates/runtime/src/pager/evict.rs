@@ -187,10 +187,14 @@ impl Pager {
                 let page = p as usize;
                 // Only a mapped page that stays: any other faults at its
                 // next touch anyway (a deferred eviction's too).
-                if matches!(self.pages[page], PageState::Uncompressed)
-                    && !self.together.is_waiting(page)
-                    && self.park(page)
-                {
+                if !matches!(self.pages[page], PageState::Uncompressed) || self.together.is_waiting(page) {
+                    return;
+                }
+                if self.frames.is_some() && self.may_defer(page) {
+                    // Parked with the next batch, without a flush of its own.
+                    return self.defer(page, action);
+                }
+                if self.park(page) {
                     self.observers.observe(Event::Watched);
                 }
             }

@@ -106,7 +106,10 @@ impl Pager {
     /// A trapped or watched page: its frame is in its shadow slot, as it
     /// was left.
     pub(super) fn serve_trapped(&mut self, page: usize) -> Service {
-        self.map_page(page, Target::Frame(page));
+        let copied = self.traps.is_none() && self.may_batch() && self.copy_back_watched(page);
+        if !copied {
+            self.map_page(page, Target::Frame(page));
+        }
         if self.traps.as_ref().is_some_and(|t| t.is_trapped(page as u64)) {
             Service::Trap
         } else {
