@@ -204,36 +204,51 @@ impl Frames {
     /// Frees the frames in the slots `batch` names: in one call where the
     /// kernel allows it, else one by one.
     fn free(&mut self, batch: &[libc::iovec]) {
-        if !self.one_by_one {
-            let freed = self.pidfd.get(open_own_pidfd).map(|held| {
-                let fd = held.in_use();
-                let args = [
-                    fd.fd() as u64,
-                    batch.as_ptr() as u64,
-                    batch.len() as u64,
-                    libc::MADV_DONTNEED as u64,
-                    0,
-                    0,
-                ];
-                // SAFETY: the iovecs name slots of our shadow holding frames
-                // that nothing refers to any more.
-                unsafe { crate::guard::raw_syscall(libc::SYS_process_madvise, args) }
-            });
-            if freed == Some((batch.len() * PAGE_SIZE) as i64) {
-                return;
-            }
-            // Refused, or partly done (which the calls below finish).
+        // SAFETY: slots of our shadow holding frames that nothing refers
+        // to any more.
+        if !unsafe { drop_pages(&mut self.pidfd, batch, !self.one_by_one) } {
             self.one_by_one = true;
-        }
-        for v in batch {
-            // SAFETY: as above.
-            unsafe { crate::sys_madvise(v.iov_base, PAGE_SIZE, libc::MADV_DONTNEED) };
         }
     }
 }
 
+/// Drops the pages `pages` names (a page each) with `MADV_DONTNEED`: in
+/// one `process_madvise`, with one TLB flush, if `batched` and the kernel
+/// allows it, else (or for what that call left) one by one. Returns
+/// whether the one call did it all.
+///
+/// # Safety
+///
+/// Every page named must be this process's, and nothing may need what it
+/// holds.
+pub(crate) unsafe fn drop_pages(pidfd: &mut crate::fds::OwnProcessFd, pages: &[libc::iovec], batched: bool) -> bool {
+    if batched {
+        let dropped = pidfd.get(open_own_pidfd).map(|held| {
+            let fd = held.in_use();
+            let args = [
+                fd.fd() as u64,
+                pages.as_ptr() as u64,
+                pages.len() as u64,
+                libc::MADV_DONTNEED as u64,
+                0,
+                0,
+            ];
+            // SAFETY: the caller's pages, whose contents nothing needs.
+            unsafe { crate::guard::raw_syscall(libc::SYS_process_madvise, args) }
+        });
+        if dropped == Some((pages.len() * PAGE_SIZE) as i64) {
+            return true;
+        }
+    }
+    for v in pages {
+        // SAFETY: as above.
+        unsafe { crate::sys_madvise(v.iov_base, PAGE_SIZE, libc::MADV_DONTNEED) };
+    }
+    false
+}
+
 /// A pidfd of this process; `None` if the kernel has none to give.
-pub(crate) fn open_own_pidfd() -> Option<std::os::fd::OwnedFd> {
+fn open_own_pidfd() -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     let pid = u64::from(std::process::id());
     // SAFETY: pidfd_open of our own pid; the descriptor is ours.

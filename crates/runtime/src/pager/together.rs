@@ -354,32 +354,12 @@ impl Pager {
                 iov_len: PAGE_SIZE,
             }));
         }
-        let fd = self
-            .together
-            .pidfd
-            .get(crate::frames::open_own_pidfd)
-            .map(|h| h.in_use().fd());
-        if let Some(fd) = fd {
-            let args = [
-                fd as u64,
-                iov.as_ptr() as u64,
-                iov.len() as u64,
-                libc::MADV_DONTNEED as u64,
-                0,
-                0,
-            ];
-            // SAFETY: resident pages of the region whose frames the pipe
-            // holds: what they held is read from there.
-            let r = unsafe { crate::guard::raw_syscall(libc::SYS_process_madvise, args) };
-            if r == (iov.len() * PAGE_SIZE) as i64 {
-                return;
-            }
-        }
-        // Refused or partly done: the rest one by one, and batches stop.
-        self.together.refused = true;
-        for v in &iov {
-            // SAFETY: as above.
-            unsafe { crate::sys_madvise(v.iov_base, PAGE_SIZE, libc::MADV_DONTNEED) };
+        // SAFETY: resident pages of the region whose frames the pipe holds,
+        // and slots whose frames were copied back: nothing needs what they
+        // hold.
+        if !unsafe { crate::frames::drop_pages(&mut self.together.pidfd, &iov, true) } {
+            // Refused or partly done (finished one by one): batches stop.
+            self.together.refused = true;
         }
     }
 
