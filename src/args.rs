@@ -240,10 +240,11 @@ pub struct PagingArgs {
     #[arg(long, default_value_t = ccvm_policy::PolicySpec::default(), help = ccvm_policy::help())]
     pub policy: ccvm_policy::PolicySpec,
     /// Cost of a disk fault for the adaptive policy (plus --disk-latency), until disk faults are measured:
-    /// an untraced run then prices one at --cache-cost plus the measured difference of their service times.
+    /// an untraced run then prices one at its measured service time plus the fault mode's delivery.
     #[arg(long, value_parser = parse_duration, default_value = "100us")]
     pub disk_cost: Duration,
-    /// Cost of a compression-cache fault for the adaptive policy.
+    /// Cost of a compression-cache fault for the adaptive policy, until cache faults are measured (as
+    /// disk faults are; a traced run keeps both constants, so that its simulation makes the same choices).
     #[arg(long, value_parser = parse_duration, default_value = "25us")]
     pub cache_cost: Duration,
     /// Codec of the compression cache (see `ccvm codecs`). The default, pagelz, is ccvm's LZ77 format for

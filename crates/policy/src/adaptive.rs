@@ -557,12 +557,17 @@ impl Policy for Adaptive {
         }
     }
 
-    fn fault_service(&mut self, disk_ns: f64, cache_ns: f64) {
-        // A disk fault costs what a cache fault costs all in, plus what its
-        // service takes beyond the cache's (see the runtime's measurement).
-        self.costs.disk_ns = self.costs.codec_ns + (disk_ns - cache_ns).max(0.0);
+    fn fault_service(&mut self, disk_ns: Option<f64>, cache_ns: f64) {
+        // A cache hit is priced at what a cache fault costs all in; a disk
+        // fault at its own measure, never below a cache fault's, and at the
+        // constant until it is measured.
+        self.costs.codec_ns = cache_ns;
+        if let Some(disk_ns) = disk_ns {
+            self.costs.disk_ns = disk_ns;
+        }
+        self.costs.disk_ns = self.costs.disk_ns.max(cache_ns);
         if let Some(m) = &mut self.minis {
-            m.set_disk_ns(self.costs.disk_ns);
+            m.set_costs(self.costs);
         }
     }
 

@@ -143,11 +143,12 @@ pub trait Policy: Send {
     /// default ignores it.
     fn faults_only(&mut self) {}
 
-    /// The mechanism measured what serving a fault takes here: `disk_ns`
-    /// from disk and `cache_ns` from the compression cache (means, ns). A
-    /// policy that weighs the two may price disk faults by it. The default
+    /// The mechanism measured what a fault costs the program here, all in
+    /// (means, ns): `cache_ns` from the compression cache, and `disk_ns`
+    /// from disk once enough disk faults were measured (`None` before). A
+    /// policy that weighs the two may price faults by them. The default
     /// ignores it.
-    fn fault_service(&mut self, disk_ns: f64, cache_ns: f64) {
+    fn fault_service(&mut self, disk_ns: Option<f64>, cache_ns: f64) {
         let _ = (disk_ns, cache_ns);
     }
 

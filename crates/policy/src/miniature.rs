@@ -386,9 +386,10 @@ impl Miniatures {
         self.size_splits();
     }
 
-    /// Prices disk faults at `disk_ns` from now on.
-    pub fn set_disk_ns(&mut self, disk_ns: f64) {
-        self.costs.disk_ns = disk_ns;
+    /// Prices faults at `costs` from now on; events already counted keep
+    /// the price they were counted at.
+    pub fn set_costs(&mut self, costs: Costs) {
+        self.costs = costs;
     }
 
     /// Sizes every split, and the decay, for the current rate and ratio.

@@ -252,10 +252,14 @@ impl Pager {
         self.streams = Streams::new(most);
     }
 
-    /// Tells the policy what disk and cache faults take to serve here (see
-    /// the `costs` module).
-    pub fn measure_costs(&mut self) {
-        self.costs = Some(costs::CostMeter::default());
+    /// Tells the policy what disk and cache faults cost here, all in, when
+    /// faults are served in `mode` (see the `costs` module).
+    pub fn measure_costs(&mut self, mode: crate::config::FaultMode) {
+        let delivery = match mode {
+            crate::config::FaultMode::Signal => costs::SIGNAL_DELIVERY,
+            crate::config::FaultMode::Thread => costs::THREAD_DELIVERY,
+        };
+        self.costs = Some(costs::CostMeter::new(delivery));
     }
 
     /// Tells the policy which resident pages were written lately (see the

@@ -282,3 +282,16 @@ fn incompressible_pages_or_a_cheap_disk_keep_compression_off() {
     replay(&mut p, &refs, PAGE / 2);
     assert_eq!(p.target_share(), 0.0, "codec dearer than disk");
 }
+
+/// A measured cache fault prices cache hits; a disk fault keeps its
+/// constant until it is measured, and never costs less than a cache hit.
+#[test]
+fn measured_faults_price_both_levels() {
+    let mut p = adaptive(100e3, 25e3);
+    p.fault_service(None, 8e3);
+    assert_eq!((p.costs.disk_ns, p.costs.codec_ns), (100e3, 8e3));
+    p.fault_service(Some(90e3), 7e3);
+    assert_eq!((p.costs.disk_ns, p.costs.codec_ns), (90e3, 7e3));
+    p.fault_service(None, 120e3);
+    assert_eq!((p.costs.disk_ns, p.costs.codec_ns), (120e3, 120e3));
+}
