@@ -397,8 +397,7 @@ impl Pager {
         self.parts.base + page * PAGE_SIZE
     }
 
-    /// Serves every pending fault event (event mode).
-    /// Serves every queued fault; returns how many.
+    /// Serves every pending fault event (event mode); returns how many.
     fn drain_events(&mut self) -> usize {
         let mut served = 0;
         loop {

@@ -16,9 +16,9 @@
 //! averages, weight 1/256) plus what the program pays outside the service
 //! in the fault mode at hand: the fault's entry, the signal and its return
 //! ([`SIGNAL_DELIVERY`]), or in thread mode the wake-ups of the handler
-//! thread and of the faulting thread ([`THREAD_DELIVERY`]). Those are the same for
-//! both kinds, and no clock in the pager sees them, so they are constants
-//! measured on this project's machine. The policy is told every [`REPORT`]
+//! thread and of the faulting thread ([`THREAD_DELIVERY`]). Those are the
+//! same for both kinds, and no clock in the pager sees them, so they are
+//! constants measured on this project's machine. The policy is told every [`REPORT`]
 //! faults once cache faults have [`LEAST`] samples; disk faults are priced
 //! at `--disk-cost` until they have as many too.
 //!
