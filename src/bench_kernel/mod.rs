@@ -239,7 +239,8 @@ pub struct Plan {
     pub ccvm_args: Vec<String>,
     /// ccvm's `--ram` settings; empty: each cgroup limit, and each total the
     /// first zram setup was measured to hold less what ccvm held beyond
-    /// `--ram` at the limits.
+    /// `--ram` at the limits, and again with the whole MiB such a run held
+    /// below that total.
     pub ccvm_rams: Vec<u64>,
     /// Draw wall time against memory, a line per system, in this folder.
     pub figures: Option<PathBuf>,
@@ -406,7 +407,8 @@ pub(crate) struct Args {
     #[arg(long = "ccvm-arg", value_name = "FLAG", allow_hyphen_values = true)]
     ccvm_args: Vec<String>,
     /// ccvm's RAM budgets (comma-separated). Default: each cgroup limit, and each total memory the first zram
-    /// setup was measured to hold, less what ccvm was measured to hold beyond --ram at the limits.
+    /// setup was measured to hold, less what ccvm was measured to hold beyond --ram at the limits (and once more
+    /// with the whole MiB such a run held below that total).
     #[arg(long, value_delimiter = ',', value_parser = crate::args::parse_bytes)]
     ram: Vec<u64>,
     /// Draw each case's wall time against measured memory (SVG and PNG) in this folder.
