@@ -190,7 +190,12 @@ impl<'a> CaseBench<'a> {
         let mut totals: Vec<(u64, f64)> = rows[first..]
             .iter()
             .filter(|r| r.runs > 0 && first_zram.is_some_and(|k| r.system == format!("kernel {k}")))
-            .map(|r| (((r.memory_mib - beyond.max(0.0)).floor().max(1.0) as u64) << 20, r.memory_mib))
+            .map(|r| {
+                (
+                    ((r.memory_mib - beyond.max(0.0)).floor().max(1.0) as u64) << 20,
+                    r.memory_mib,
+                )
+            })
             .filter(|(ram, _)| !done.contains(ram))
             .collect();
         totals.sort_by_key(|&(ram, _)| ram);
