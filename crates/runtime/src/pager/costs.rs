@@ -18,9 +18,9 @@
 //! ([`SIGNAL_DELIVERY`]), or in thread mode the wake-ups of the handler
 //! thread and of the faulting thread ([`THREAD_DELIVERY`]). Those are the
 //! same for both kinds, and no clock in the pager sees them, so they are
-//! constants measured on this project's machine. The policy is told every [`REPORT`]
-//! faults once cache faults have [`LEAST`] samples; disk faults are priced
-//! at `--disk-cost` until they have as many too.
+//! constants measured on this project's machine. The policy is told every
+//! [`REPORT`] faults once cache faults have [`LEAST`] samples; disk faults
+//! are priced at `--disk-cost` until they have as many too.
 //!
 //! The cache's price was once the constant `--cache-cost` (25 µs), with a
 //! disk fault at that plus the measured difference of their services. In
@@ -61,6 +61,7 @@ const LEAST: u64 = 32;
 const WEIGHT: f64 = 1.0 / 256.0;
 
 /// Moving averages of the service times of disk and cache faults.
+#[derive(Default)]
 pub(crate) struct CostMeter {
     /// What every fault costs beyond its service, ns.
     delivery_ns: f64,
@@ -76,11 +77,7 @@ impl CostMeter {
     pub fn new(delivery: Duration) -> CostMeter {
         CostMeter {
             delivery_ns: delivery.as_nanos() as f64,
-            disk_ns: 0.0,
-            cache_ns: 0.0,
-            disks: 0,
-            caches: 0,
-            until_report: 0,
+            ..CostMeter::default()
         }
     }
 
