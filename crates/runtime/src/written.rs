@@ -16,7 +16,9 @@
 //!
 //! # Choices
 //!
-//! * Writes, not reads: no interface shows a process its accessed bits.
+//! * Writes, not reads: no interface shows a process its accessed bits
+//!   page by page (`smaps` counts them per mapping; read a 64 KiB chunk at
+//!   a time they kept no better pages, `docs/results.md`).
 //!   A page only read is replaced in fault order, as before. Interpreters
 //!   and managed runtimes write what they read (reference counts, mark
 //!   bits), so for them a write bit is an access bit.
