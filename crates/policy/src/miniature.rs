@@ -86,7 +86,11 @@
 //!   0% split at six times the 23% split's disk faults (`docs/results.md`,
 //!   "node at 180M: dropping the cache on a burst"). Moving between caches
 //!   of other sizes, and turning a cache on, stay on the short horizon:
-//!   they move a page per fault and lose nothing.
+//!   they move a page per fault. A move to a smaller cache is not free,
+//!   though: it sends to disk what the smaller cache cannot hold, which
+//!   node's last collection reads back (`docs/results.md`, "The default
+//!   policy against a fixed 20% cache", where judging those moves on the
+//!   long horizon too was tried and not kept).
 //! * One split may move: `adaptive-safe`'s fitting share (see
 //!   `Adaptive`), set by [`Miniatures::set_share`]. It always runs, and
 //!   its pages stay where they are when it moves. Every split is resized
