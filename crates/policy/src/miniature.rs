@@ -86,11 +86,24 @@
 //!   0% split at six times the 23% split's disk faults (`docs/results.md`,
 //!   "node at 180M: dropping the cache on a burst"). Moving between caches
 //!   of other sizes, and turning a cache on, stay on the short horizon:
-//!   they move a page per fault. A move to a smaller cache is not free,
-//!   though: it sends to disk what the smaller cache cannot hold, which
-//!   node's last collection reads back (`docs/results.md`, "The default
-//!   policy against a fixed 20% cache", where judging those moves on the
-//!   long horizon too was tried and not kept).
+//!   they move a page per fault. A move to a smaller cache (not to none)
+//!   is not free, though: it sends to disk the pages the smaller cache
+//!   cannot hold, and the recent costs that favour it do not see that.
+//!   So a cache of up to half of memory only grows: the policy moves from
+//!   it to a wider share, or to none by the long horizon and the guard,
+//!   never to a narrower cache (the fitting share still follows the
+//!   program's footprint down). Judged on the recent costs alone, node
+//!   moved from a 23% cache to 10% near its end, when the last memory's
+//!   worth of touches fell on recent pages, and its last collection read
+//!   the spilled pages back from the swap file. A cache that is too big
+//!   costs cache faults, a tenth of a disk fault each; one too small costs
+//!   disk faults. Requiring instead that the smaller split had saved, over
+//!   the long horizon, a disk fault's worth for every page it would spill
+//!   gained about half as much (`docs/results.md`, "The default policy
+//!   against a fixed 20% cache"). The wide shares, which run only while
+//!   pages compress 6 to 1, still move down on the recent costs: stuck at
+//!   three quarters of memory compressed, a program whose hot pages grew
+//!   would fault them from the cache millions of times.
 //! * One split may move: `adaptive-safe`'s fitting share (see
 //!   `Adaptive`), set by [`Miniatures::set_share`]. It always runs, and
 //!   its pages stay where they are when it moves. Every split is resized
@@ -546,7 +559,8 @@ impl Miniatures {
     /// root (in disk faults' worth), and a switch on noise alone costs the
     /// moves to the new split and, often, the moves back. A move from a
     /// cache to the split without one must also be beyond the noise over
-    /// the long horizon (see the module docs).
+    /// the long horizon; from a cache of up to half of memory, no move is
+    /// made to a smaller one (see the module docs).
     pub fn best_from(&self, current: usize) -> usize {
         let best = self.best();
         let Some(cur) = self.splits.get(current).filter(|s| s.active) else {
@@ -562,6 +576,10 @@ impl Miniatures {
             if !beyond_noise(cur.long_cost / unit, self.splits[0].long_cost / unit) {
                 return current;
             }
+        } else if self.splits[best].share < cur.share && cur.share <= WIDE_SHARE {
+            // A smaller cache spills what it cannot hold (see the module
+            // docs): a cache up to half of memory only grows.
+            return current;
         }
         best
     }

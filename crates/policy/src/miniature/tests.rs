@@ -127,6 +127,47 @@ fn a_cache_is_dropped_only_when_the_long_costs_agree() {
 }
 
 #[test]
+fn a_cache_only_grows_up_to_half_of_memory() {
+    // A loop 1.4 times memory, every page sampled: the 50% cache at 2:1
+    // holds it.
+    let mut m = Miniatures::new(100, &[0.0, 0.1, 0.5], COSTS, 2.0);
+    feed(&mut m, &(0..20).flat_map(|_| 0..140u64).collect::<Vec<_>>());
+    assert_eq!(m.best_from(0), 2);
+    // Lately the 10% split is cheaper, far beyond the noise, on both
+    // horizons (costs set by hand, in disk faults' worth): shrinking
+    // would spill what the big cache holds, so the split stays.
+    let (unit, long_unit) = (COSTS.disk_ns * m.weight, COSTS.disk_ns * m.long_weight);
+    m.splits[0].cost = 200.0 * unit;
+    m.splits[0].long_cost = 2000.0 * long_unit;
+    m.splits[1].cost = 20.0 * unit;
+    m.splits[1].long_cost = 20.0 * long_unit;
+    m.splits[2].cost = 60.0 * unit;
+    m.splits[2].long_cost = 600.0 * long_unit;
+    assert_eq!(m.best(), 1);
+    assert_eq!(m.best_from(2), 2, "a cheaper smaller cache does not shrink it");
+    // Growing a cache needs only the recent costs.
+    assert_eq!(m.best_from(1), 1);
+    m.splits[1].cost = 100.0 * unit;
+    assert_eq!(m.best_from(1), 2);
+    // Dropping the cache still follows both horizons.
+    m.splits[0].cost = 10.0 * unit;
+    m.splits[0].long_cost = 10.0 * long_unit;
+    assert_eq!(m.best_from(2), 0);
+}
+
+#[test]
+fn a_wide_cache_shrinks_on_the_recent_costs() {
+    // Pages at 8:1 run the 75% split; lately the 50% split is cheaper.
+    let mut m = Miniatures::new(100, &[0.0, 0.5, 0.75], COSTS, 8.0);
+    assert!(m.splits[2].active);
+    let unit = COSTS.disk_ns * m.weight;
+    m.splits[0].cost = 200.0 * unit;
+    m.splits[1].cost = 20.0 * unit;
+    m.splits[2].cost = 60.0 * unit;
+    assert_eq!(m.best_from(2), 1);
+}
+
+#[test]
 fn disk_bits_keep_each_splits_pages_apart() {
     let mut d = DiskBits::default();
     d.put(9, 0, false);
