@@ -117,7 +117,9 @@
 //!   analysis over it assumes LRU, which fault-order replacement is not.
 //!   There each target's split is measured instead, on a sample of pages
 //!   ([`Miniatures`], whose module docs give the design): the cheapest
-//!   split lately is the target, and the 0% split's disk faults are the
+//!   split lately is the target (except that a cache of up to half of
+//!   memory is never narrowed, only widened or dropped:
+//!   [`Miniatures::best_from`]), and the 0% split's disk faults are the
 //!   guard's baseline. The miniatures start when memory first fills. The
 //!   guard then counts a compression as spent only once its page has left
 //!   the cache: the splits have measured that the hits come, and charging
