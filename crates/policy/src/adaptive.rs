@@ -537,6 +537,13 @@ impl Policy for Adaptive {
 
     crate::levels::delegate_to_levels!();
 
+    fn discarded(&mut self, page: u64) {
+        self.levels.forget(page);
+        if let Some(m) = &mut self.minis {
+            m.discarded(page);
+        }
+    }
+
     fn codec_time(&mut self, compressions: u32, decompressions: u32, ns: f64) {
         let estimated =
             f64::from(compressions) * self.costs.compress_ns() + f64::from(decompressions) * self.costs.decompress_ns();

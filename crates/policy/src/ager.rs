@@ -71,6 +71,9 @@ pub struct Ager {
     on_disk: HashSet<u64>,
     /// Whether aged pages are made not-present ([`Action::Watch`]).
     watch: bool,
+    /// Pages the program dropped while in the ring, still in it (see
+    /// [`Policy::discarded`]).
+    dropped: HashSet<u64>,
 }
 
 impl Ager {
@@ -105,11 +108,12 @@ impl Ager {
             buffer_bytes: 0,
             on_disk: HashSet::default(),
             watch: false,
+            dropped: HashSet::default(),
         }
     }
 
     fn resident(&self) -> usize {
-        self.ring.len() + self.idle.len()
+        self.accessed.len() + self.idle.len()
     }
 
     /// Frames for pages: memory less the buffer's used entries (one at
@@ -134,6 +138,10 @@ impl Ager {
         let Some(page) = self.ring.pop_front() else {
             return;
         };
+        if self.dropped.remove(&page) {
+            // Dropped by the program since it joined the ring.
+            return;
+        }
         let bit = self.accessed.get_mut(&page).expect("a ring page has a bit");
         if *bit {
             *bit = false;
@@ -207,7 +215,9 @@ impl Policy for Ager {
             self.accessed.insert(page, true);
         } else {
             self.fit(self.frames() - 1, actions);
-            self.ring.push_back(page);
+            if !self.dropped.remove(&page) {
+                self.ring.push_back(page);
+            }
             self.accessed.insert(page, true);
         }
         self.keep_idle(actions);
@@ -232,6 +242,21 @@ impl Policy for Ager {
 
     fn swapped_instead(&mut self, page: u64) {
         self.on_disk.insert(page);
+    }
+
+    fn discarded(&mut self, page: u64) {
+        // A page in the ring is left there, marked: the hand drops it when
+        // it comes round (a search of the ring per page would cost a turn
+        // of the hand for each), and a touch before that takes the place
+        // back.
+        if self.accessed.remove(&page).is_some() {
+            self.dropped.insert(page);
+        }
+        self.idle.remove(page);
+        if self.buffer.remove(page) {
+            self.buffer_bytes -= self.sizes.remove(&page).unwrap_or(0);
+        }
+        self.on_disk.remove(&page);
     }
 
     fn occupancy(&self) -> (usize, usize, usize) {

@@ -95,6 +95,10 @@ impl Policy for FixedSplit {
 
     crate::levels::delegate_to_levels!();
 
+    fn discarded(&mut self, page: u64) {
+        self.levels.forget(page);
+    }
+
     fn faults_only(&mut self) {
         // `none` stays in fault order: it is the baseline that
         // `adaptive-safe`'s guard estimates on its miniature splits.

@@ -59,6 +59,9 @@
 //!   `--ram 170M`), and the built-in graph at 128 MiB in 100 MiB took a
 //!   fifth fewer disk faults (`docs/results.md`, "Two lists in
 //!   `adaptive-safe`'s run").
+//! * A page the program drops leaves its level and loses its shadow entry
+//!   ([`Levels::forget`]): its contents are gone, so its next touch is a
+//!   new page's, not a refault.
 //! * A shadow entry is 4 bytes of the evicted page's record
 //!   ([`crate::lists`]), charged to the budget with ccvm's other tables.
 
@@ -162,6 +165,14 @@ impl Levels {
         self.left(r);
         self.lists.place(page, r.with_size(0), Place::DiskRaw);
         self.on_disk += 1;
+    }
+
+    /// `page`'s contents were dropped: it leaves its level (and any
+    /// shadow entry goes with it), as a page never seen.
+    pub fn forget(&mut self, page: u64) {
+        let r = self.lists.unlink(page);
+        self.left(r);
+        self.lists.place(page, r, Place::Unknown);
     }
 
     /// Uncompressed pages.

@@ -152,6 +152,15 @@ pub trait Policy: Send {
         let _ = (disk_ns, cache_ns);
     }
 
+    /// The program dropped `page`'s contents (`MADV_DONTNEED`, or a freed
+    /// block whose pages its allocator gave back): it leaves whichever
+    /// level held it, takes no memory, and its next touch is
+    /// [`Level::New`]. Nothing needs to move for it, so no action is asked.
+    /// Kept counted instead, a freed buffer held frames of the budget (as
+    /// uncompressed pages the policy believed resident) until fault order
+    /// reached it, while live pages left in its place.
+    fn discarded(&mut self, page: u64);
+
     /// The mechanism saw resident page `page` referenced without a fault
     /// (a scan of the page tables found it written): it becomes the newest
     /// uncompressed page. By default a touch from

@@ -111,6 +111,12 @@
 //!   run's memory shrinks as ccvm's own tables grow, and splits sized at
 //!   the start would then measure more memory than the run has, enough
 //!   for a split that fits the sample to spill live.
+//! * A page the program drops ([`Miniatures::discarded`]) leaves every
+//!   split at no cost, as it leaves the run: it holds no memory in any of
+//!   them, and its next touch is new to all. Kept where they were, dropped
+//!   pages held the splits' frames as they had held the run's; measured
+//!   against that (`docs/results.md`, "Dropped pages leave the books"),
+//!   the two did about alike, and this is the one that mirrors the run.
 //! * A small budget samples at least one page in [`MIN_RATE`] (down to the
 //!   floor of frames): the splits' tables are charged to the budget they
 //!   size, and at every page of a 3 MiB budget they took a quarter of it.
@@ -493,6 +499,21 @@ impl Miniatures {
     /// not pays the fault it would have taken.
     pub fn referenced(&mut self, page: u64, actions: &mut Vec<Action>) {
         self.touch_seen(page, Level::Uncompressed, true, actions);
+    }
+
+    /// The program dropped `page`'s contents: every split lets go of it
+    /// without a cost (its next touch is new to them all), and it is no
+    /// longer watched.
+    pub fn discarded(&mut self, page: u64) {
+        self.watched.remove(&page);
+        if !sampled_at(page, self.rate) {
+            return;
+        }
+        for s in &mut self.splits {
+            s.uncompressed.remove(page);
+            s.compressed.remove(page);
+            let _ = self.disk.take(page, s.index);
+        }
     }
 
     fn touch_seen(&mut self, page: u64, from: Level, seen: bool, actions: &mut Vec<Action>) -> bool {

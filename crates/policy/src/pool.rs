@@ -134,6 +134,10 @@ impl Policy for Pool {
 
     crate::levels::delegate_to_levels!();
 
+    fn discarded(&mut self, page: u64) {
+        self.levels.forget(page);
+    }
+
     fn cache_limit(&self) -> u64 {
         match self.rule {
             Rule::Cap(cap) => cap,

@@ -353,44 +353,57 @@ impl Pager {
         self.helper = Some(helper);
     }
 
-    /// The program dropped pages `pages` (`MADV_DONTNEED` or `MADV_FREE`):
-    /// each reads back as zeros, as the kernel's would. A page in the cache
-    /// or on disk is replaced by a zero-filled one (no memory, no I/O; the
-    /// policy still counts it where it was, as a page it will fault back);
-    /// a trapped page's frame is zeroed. Resident pages are the caller's:
-    /// the kernel's own `madvise` drops them, and their next touch maps
-    /// zeros.
+    /// The program dropped pages `pages` (`MADV_DONTNEED` or `MADV_FREE`,
+    /// or a freed block its heap gave back): each reads back as zeros, as
+    /// the kernel's would, and leaves the policy and every level. A page in
+    /// the cache is removed from the store, one on disk frees its slot, a
+    /// trapped page's frame becomes spare; a resident page is the caller's
+    /// (the kernel's own `madvise` drops it, after this). Every such page
+    /// is new again: its next touch maps zeros.
     pub fn discard(&mut self, pages: std::ops::Range<usize>) {
         self.collect_finished();
         self.run_actions();
+        if self.together.waits_within(&pages) {
+            // Evictions waiting for their batch leave now: a page must not
+            // be dropped while its eviction is half done.
+            self.evict_deferred();
+        }
         for page in pages.start..pages.end.min(self.pages.len()) {
             if matches!(self.pages[page], PageState::Pending) {
                 self.complete_pending(page);
                 self.run_actions();
             }
             match self.pages[page] {
+                PageState::New => continue,
+                PageState::Zero => {
+                    // Mapped as the zero page, and not in the policy.
+                    self.pages[page] = PageState::New;
+                    continue;
+                }
+                PageState::Uncompressed => self.evicted_one(page),
+                PageState::Trapped => {
+                    self.evicted_one(page);
+                    let frames = self.frames.as_mut().expect("a trapped page has frames");
+                    let frame = frames.parked(page);
+                    frames.release(frame);
+                }
                 PageState::Compressed => {
-                    if let Err(e) = self.parts.store.put(page as u64, &[0u8; PAGE_SIZE]) {
-                        fatal(format!("dropping page {page} from the compression cache: {e}"));
-                    }
+                    self.parts.store.remove(page as u64);
                 }
                 PageState::Disk(i) => {
-                    self.parts.swap.forget(page as u64, self.pages.disk.get(i));
-                    match self.parts.swap.write(page as u64, ccvm_store::Stored::Same(0), &[]) {
-                        Ok(zero) => self.pages.disk.set(i, zero),
-                        Err(e) => fatal(e),
-                    }
+                    let slot = self.pages.disk.take(i);
+                    self.parts.swap.forget(page as u64, slot);
                 }
-                PageState::Trapped => {
-                    let frames = self.frames.as_ref().expect("a trapped page has frames");
-                    // SAFETY: the page's frame, parked in its shadow slot:
-                    // a mapped page of ours that nothing else refers to.
-                    unsafe { std::ptr::write_bytes(frames.slot(page) as *mut u8, 0, PAGE_SIZE) };
-                }
-                _ => {}
+                PageState::Pending => unreachable!("completed above"),
             }
+            self.pages[page] = PageState::New;
+            self.parts.policy.discarded(page as u64);
         }
-        self.observers.observe(Event::Discarded(pages.len() as u64));
+        let first = pages.start.min(self.pages.len());
+        self.observers.observe(Event::Discarded {
+            page: first as u64,
+            pages: pages.end.min(self.pages.len()).saturating_sub(first) as u64,
+        });
     }
 
     fn addr(&self, page: usize) -> usize {

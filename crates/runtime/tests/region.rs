@@ -491,3 +491,72 @@ fn a_killed_helper_loses_no_page() {
     assert!(stats.pages_compressed_background > 0, "{stats:?}");
     assert!(stats.pages_compressed > stats.pages_compressed_background, "{stats:?}");
 }
+
+/// Pages the program drops (`MADV_DONTNEED`) read back as zeros and leave
+/// every level: random writes, reads and dropped runs of pages over eight
+/// times the budget, against a model, under the policies that keep the
+/// books differently (fault order, two lists with watched pages, the
+/// ager's clock); at the end every page is dropped and the store is empty.
+#[test]
+fn dropped_pages_read_as_zeros_and_leave_every_level() {
+    for (policy, share, move_frames) in [
+        ("none", 1.0, false),
+        ("fixed", 0.5, false),
+        ("adaptive-safe", 0.5, true),
+        ("ager", 0.5, false),
+    ] {
+        let ram = 64 * 4096;
+        let config = RuntimeConfig {
+            move_frames,
+            ..config(ram, share, policy)
+        };
+        let mut region = Region::new(8 * ram as usize, config).unwrap();
+        let pages = region.len() / 4096;
+        let mut model = vec![0u64; pages];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..30_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let p = (x >> 16) as usize % pages;
+            if x % 23 == 0 {
+                let run = 1 + (x >> 40) as usize % 24;
+                let end = (p + run).min(pages);
+                region.discard(p * 4096..end * 4096);
+                model[p..end].fill(0);
+                continue;
+            }
+            let words: &mut [u64] = bytemuck::cast_slice_mut(&mut region.as_mut_slice()[p * 4096..(p + 1) * 4096]);
+            let at = (p * 7) % 512;
+            assert_eq!(words[at], model[p], "{policy}: page {p} at step {step}");
+            if model[p] == 0 {
+                assert!(
+                    words.iter().all(|&w| w == 0),
+                    "{policy}: dropped page {p} at step {step} is not zeros"
+                );
+            }
+            if x & 1 == 0 {
+                model[p] = x | 1;
+                for (i, w) in words.iter_mut().enumerate() {
+                    *w = if i == at { x | 1 } else { word(p, i, step) };
+                }
+            }
+        }
+        let before = region.stats();
+        assert!(
+            before.pages_compressed + before.pages_swapped_raw > 0 && before.pages_discarded > 0,
+            "{policy}: it paged and dropped pages"
+        );
+        region.discard(0..region.len());
+        let after = region.stats();
+        assert_eq!(after.store.pages, 0, "{policy}: the store still holds pages");
+        let mem = region.as_mut_slice();
+        for p in (0..pages).step_by(7) {
+            assert!(
+                mem[p * 4096..(p + 1) * 4096].iter().all(|&b| b == 0),
+                "{policy}: page {p}"
+            );
+        }
+        region.finish().unwrap();
+    }
+}

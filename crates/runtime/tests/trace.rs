@@ -55,6 +55,7 @@ fn a_traced_workload_reads_back_with_every_fault_and_image() {
                 assert!(contents.contains_key(&id));
                 images += 1;
             }
+            Event::Discard { .. } => panic!("sortmerge drops no page"),
         }
     }
     let footer = r.footer().unwrap();

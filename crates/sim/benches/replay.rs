@@ -42,6 +42,7 @@ fn synthetic() -> Trace {
         },
         refs,
         images: (0..PAGES).map(|p| (0, p, p)).collect(),
+        discards: Vec::new(),
         image_count: PAGES,
     }
 }

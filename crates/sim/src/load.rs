@@ -27,6 +27,9 @@ pub struct Trace {
     pub refs: Vec<u32>,
     /// (references before it, page, image id), in trace order.
     pub images: Vec<(u64, u32, u32)>,
+    /// (references before it, first page, pages): ranges the program
+    /// dropped, in trace order.
+    pub discards: Vec<(u64, u32, u32)>,
     /// Distinct images.
     pub image_count: u32,
 }
@@ -40,13 +43,20 @@ impl Trace {
     /// A [`SimError::Trace`] naming the file and offset if it is damaged.
     pub fn load(path: &Path) -> Result<Trace, SimError> {
         let mut r = TraceReader::open(path)?;
-        let (mut refs, mut images) = (Vec::new(), Vec::new());
+        let (mut refs, mut images, mut discards) = (Vec::new(), Vec::new(), Vec::new());
         let mut image_count = 0u32;
         while let Some(e) = r.next_event()? {
             match e {
                 Event::Reference { page, .. } => refs.push(page as u32),
                 Event::NewImage { .. } => image_count += 1,
                 Event::Image { page, id } => images.push((refs.len() as u64, page as u32, id as u32)),
+                // Pages past the region are none of its pages: the range is
+                // cut to what a page number can name.
+                Event::Discard { page, pages } if page < u64::from(u32::MAX) => {
+                    let pages = pages.min(u64::from(u32::MAX) - page);
+                    discards.push((refs.len() as u64, page as u32, pages as u32));
+                }
+                Event::Discard { .. } => {}
             }
         }
         let footer = r.footer().expect("read to the end");
@@ -55,6 +65,7 @@ impl Trace {
             footer,
             refs,
             images,
+            discards,
             image_count,
         };
         trace.check_size(path)?;
@@ -162,6 +173,7 @@ impl Trace {
             image_count: ids.len() as u32,
             refs,
             images,
+            discards: Vec::new(),
         };
         trace.check_size(path)?;
         Ok(trace)

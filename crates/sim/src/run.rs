@@ -102,6 +102,7 @@ pub fn simulate(trace: &Trace, costs: &CodecCosts, policy: &mut dyn Policy, conf
     }
     let mut codec_ns = 0u64;
     for (t, &page) in trace.refs.iter().enumerate() {
+        replay.discards_until(trace, t as u64, policy);
         replay.images_until(trace, t as u64 + 1);
         let mut work = Work::default();
         let Some(from) = replay.reference(page as usize, costs, &mut work) else {
@@ -144,6 +145,8 @@ struct Replay {
     first_image: Vec<u32>,
     /// The next of the trace's images to take.
     next_image: usize,
+    /// The next of the trace's dropped ranges to carry out.
+    next_discard: usize,
     result: SimResult,
     actions: Vec<Action>,
     traps: Option<ccvm_policy::Traps>,
@@ -166,6 +169,7 @@ impl Replay {
             image: vec![u32::MAX; pages],
             first_image,
             next_image: 0,
+            next_discard: 0,
             result: SimResult::default(),
             actions: Vec::new(),
             traps: config.trap_share.map(ccvm_policy::Traps::new),
@@ -182,6 +186,32 @@ impl Replay {
             let (_, p, id) = trace.images[self.next_image];
             self.image[p as usize] = id;
             self.next_image += 1;
+        }
+    }
+
+    /// Carries out the ranges the program dropped before reference
+    /// `time` (after `time` references): each page held leaves its level
+    /// and the policy, and is new again, as the live runtime does.
+    fn discards_until(&mut self, trace: &Trace, time: u64, policy: &mut dyn Policy) {
+        while self.next_discard < trace.discards.len() && trace.discards[self.next_discard].0 <= time {
+            let (_, first, pages) = trace.discards[self.next_discard];
+            self.next_discard += 1;
+            let start = (first as usize).min(self.at.len());
+            let end = (first as usize).saturating_add(pages as usize).min(self.at.len());
+            for p in start..end {
+                match self.at[p] {
+                    Where::New => continue,
+                    Where::Uncompressed => {
+                        if let Some(traps) = &mut self.traps {
+                            traps.evicted(p as u64);
+                        }
+                    }
+                    Where::Compressed(_) | Where::Disk(_) => {}
+                }
+                self.at[p] = Where::New;
+                self.watched[p] = false;
+                policy.discarded(p as u64);
+            }
         }
     }
 

@@ -24,6 +24,7 @@ fn trace(refs: &[u32]) -> Trace {
         },
         refs: refs.to_vec(),
         images: (0..pages).map(|p| (0, p, p)).collect(),
+        discards: Vec::new(),
         image_count: pages,
     }
 }

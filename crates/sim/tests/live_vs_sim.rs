@@ -115,14 +115,52 @@ fn graph_adaptive_safe_live_equals_simulated() {
     live_and_simulated_fault_counts_agree("graph", "adaptive-safe", 0.0);
 }
 
+/// Pages the program drops leave the policy live and in the replay alike:
+/// graph runs, drops the first half of its region (resident, cached and
+/// on-disk pages among them), and runs again.
+#[test]
+fn dropped_pages_live_equal_simulated() {
+    for policy in ["fixed", "adaptive-safe"] {
+        live_and_simulated_agree_with(Case {
+            workload: "graph",
+            policy,
+            trap_share: 0.0,
+            drop_half: true,
+        });
+    }
+}
+
 fn live_and_simulated_fault_counts_agree(workload: &str, policy: &str, trap_share: f64) {
+    live_and_simulated_agree_with(Case {
+        workload,
+        policy,
+        trap_share,
+        drop_half: false,
+    });
+}
+
+struct Case<'a> {
+    workload: &'a str,
+    policy: &'a str,
+    trap_share: f64,
+    /// Run the workload, drop the first half of the region, run it again.
+    drop_half: bool,
+}
+
+fn live_and_simulated_agree_with(case: Case<'_>) {
+    let Case {
+        workload,
+        policy,
+        trap_share,
+        drop_half,
+    } = case;
     // objheap faults the most per byte: half the size keeps its test as
     // quick as the others'.
     let size = if workload == "objheap" { 1usize << 20 } else { 2 << 20 };
     let ram = size as u64 / 4;
     {
         let path = std::env::temp_dir().join(format!(
-            "ccvm-lvs-{}-{workload}-{policy}-{trap_share}.trace",
+            "ccvm-lvs-{}-{workload}-{policy}-{trap_share}-{drop_half}.trace",
             std::process::id()
         ));
         let w = ccvm_workload::by_name(workload).unwrap();
@@ -153,6 +191,13 @@ fn live_and_simulated_fault_counts_agree(workload: &str, policy: &str, trap_shar
         let budget = config.policy_budget();
         let mut region = Region::new(size, config).unwrap();
         (w.run)(region.as_mut_slice(), 3);
+        if drop_half {
+            let before = region.stats();
+            region.discard(0..size / 2);
+            let after = region.stats();
+            assert_eq!(after.pages_discarded - before.pages_discarded, (size / 2 / 4096) as u64);
+            (w.run)(region.as_mut_slice(), 4);
+        }
         let live = region.finish().unwrap();
 
         let trace = Trace::load(&path).unwrap();
@@ -196,6 +241,9 @@ fn live_and_simulated_fault_counts_agree(workload: &str, policy: &str, trap_shar
             );
             let tolerance = if policy == "adaptive-safe" { 0.10 } else { 0.02 };
             let close = |live, sim| within(live, sim, tolerance);
+            if drop_half {
+                assert_eq!(trace.discards.len(), 1, "one range dropped");
+            }
             assert_eq!(sim.zero_faults, live.faults_zero);
             assert!(close(live.faults_cache, sim.cache_hits), "{workload} {policy}: cache");
             assert!(close(live.faults_disk, sim.disk_faults), "{workload} {policy}: disk");

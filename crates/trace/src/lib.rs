@@ -4,11 +4,11 @@
 //!
 //! The primary abstractions are [`TraceWriter`] and [`TraceReader`].
 //!
-//! # Format, version 1
+//! # Format, version 2
 //!
 //! ```text
 //! magic     8 bytes   "CCVMTRC\0"
-//! version   u32 LE    1
+//! version   u32 LE    2 (version 1, the same without 'D', is read too)
 //! hlen      u32 LE    length of the header
 //! header    hlen bytes of JSON: a `Header`
 //! records   one zstd frame (with its checksum) holding records:
@@ -17,6 +17,9 @@
 //!   'N' varint(id) 4096 bytes           a page image not seen before;
 //!                                       ids count up from 0
 //!   'I' varint(page) varint(id)         page was compressed with image id
+//!   'D' varint(page) varint(pages)      the program dropped pages
+//!                                       page..page + pages (their
+//!                                       contents are zeros from now on)
 //!   'E' varint(run_time_ns) varint(references) varint(images)
 //!                                       the end: nothing may follow
 //! ```
@@ -45,8 +48,8 @@ use serde::{Deserialize, Serialize};
 
 /// First bytes of every trace file.
 pub const MAGIC: &[u8; 8] = b"CCVMTRC\0";
-/// The format version this crate writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this crate writes; it reads this one and 1.
+pub const VERSION: u32 = 2;
 /// Bytes per page image: ccvm's page (the one definition is the codec crate's).
 pub use ccvm_codec::PAGE_SIZE;
 

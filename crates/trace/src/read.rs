@@ -48,6 +48,14 @@ pub enum Event {
         /// Image number.
         id: u64,
     },
+    /// The program dropped `pages` pages from `page` on: they read as
+    /// zeros, and hold nothing, until touched again.
+    Discard {
+        /// First page.
+        page: u64,
+        /// Pages dropped.
+        pages: u64,
+    },
 }
 
 type Stream = BufReader<zstd::stream::Decoder<'static, BufReader<Box<dyn Read>>>>;
@@ -61,6 +69,8 @@ pub struct TraceReader {
     time: u64,
     images: u64,
     footer: Option<Footer>,
+    /// The file's format version (1 has no 'D' records).
+    version: u32,
 }
 
 impl TraceReader {
@@ -110,9 +120,9 @@ impl TraceReader {
             return Err(fail("not a ccvm trace (bad magic); make one with `ccvm trace`".into()));
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
+        if version != VERSION && version != 1 {
             return Err(fail(format!(
-                "format version {version}; this ccvm reads version {VERSION}"
+                "format version {version}; this ccvm reads versions 1 and {VERSION}"
             )));
         }
         let len = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes")) as usize;
@@ -134,6 +144,7 @@ impl TraceReader {
             time: 0,
             images: 0,
             footer: None,
+            version,
         })
     }
 
@@ -224,6 +235,14 @@ impl TraceReader {
                     return Err(self.error(at, format!("image {id} used before it is stored")));
                 }
                 Event::Image { page, id }
+            }
+            b'D' if self.version >= 2 => {
+                let page = self.varint(at)?;
+                let pages = self.varint(at)?;
+                if page.checked_add(pages).is_none() {
+                    return Err(self.error(at, format!("dropped range of {pages} pages from page {page} overflows")));
+                }
+                Event::Discard { page, pages }
             }
             b'E' => {
                 let footer = Footer {

@@ -94,6 +94,16 @@ impl TraceWriter {
         self.record(b'I', &[page, id])
     }
 
+    /// Records that the program dropped `pages` pages from `page` on
+    /// (`MADV_DONTNEED`, a freed block given back).
+    ///
+    /// # Errors
+    ///
+    /// Any I/O error.
+    pub fn discard(&mut self, page: u64, pages: u64) -> io::Result<()> {
+        self.record(b'D', &[page, pages])
+    }
+
     /// Writes the end record with the workload's run time, closes the
     /// file and puts it in place.
     ///

@@ -224,3 +224,45 @@ fn wide_splits_run_only_at_high_ratios() {
     assert!(!m.splits[2].active);
     assert_ne!(m.best(), 2, "stopped, it is not chosen");
 }
+
+/// A touch never asks to watch the page touched: the mechanism would
+/// unmap the page its fault just mapped, and the access would fault again
+/// forever. Random touches, sizes, ratios and floating shares.
+#[test]
+fn a_touch_never_watches_the_page_touched() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..40 {
+        let frames = 8 + (next() % 2000) as usize;
+        let mut m = Miniatures::new(frames, &[0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 0.9], COSTS, 2.0);
+        m.float(3);
+        let pages = 1 + (next() % (4 * frames as u64));
+        let mut actions = Vec::new();
+        let mut seen = HashSet::new();
+        for step in 0..20_000 {
+            match next() % 1000 {
+                0 => m.set_frames(2 + (next() % 3000) as usize),
+                1 => m.set_ratio(1.0 + (next() % 80) as f64 / 10.0),
+                2 => m.set_share(3, (next() % 100) as f64 / 100.0),
+                _ => {}
+            }
+            let page = next() % pages;
+            let from = if seen.insert(page) {
+                Level::New
+            } else {
+                Level::Uncompressed
+            };
+            actions.clear();
+            m.touch(page, from, &mut actions);
+            assert!(
+                !actions.contains(&Action::Watch(page)),
+                "round {round} step {step}: touching page {page} watched it"
+            );
+        }
+    }
+}

@@ -74,11 +74,12 @@ impl Pager {
         if let Some(frames) = self.frames.as_mut().filter(|_| movable) {
             let mut parked = frames.park(&self.parts.uffd, page, addr).is_ok();
             if !parked && crate::uffd::mapped(addr, PAGE_SIZE) == Some(false) {
-                // Not there to move: the program dropped it (`MADV_DONTNEED`
-                // keeps a resident page resident in the books, reading as
-                // zeros). The write below would fault on the region inside
-                // this fault's service: SIGBUS, or a pager thread waiting
-                // on itself (node and the JVM met both under write scans).
+                // Not there to move: dropped without the pager being told
+                // (a drop it is told of takes the page out of the books; see
+                // `Pager::discard`), so it reads as zeros. The write below
+                // would fault on the region inside this fault's service:
+                // SIGBUS, or a pager thread waiting on itself (node and the
+                // JVM met both under write scans).
                 self.evicted_one(page);
                 return Some(self.zeros());
             }

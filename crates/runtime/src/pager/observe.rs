@@ -109,8 +109,13 @@ pub(super) enum Event<'a> {
     Pinned,
     /// Pages decompressed.
     Decompressed(u64),
-    /// Pages the program dropped.
-    Discarded(u64),
+    /// The program dropped `pages` pages from `page` on.
+    Discarded {
+        /// The first.
+        page: u64,
+        /// How many.
+        pages: u64,
+    },
     /// ccvm's own memory charged to the budget, measured now.
     Overhead(u64),
     /// The process tree as this process last read it: its processes, its
@@ -253,7 +258,7 @@ impl Observer for Statistics {
             Event::Watched => s.pages_watched += 1,
             Event::Pinned => s.evictions_pinned += 1,
             Event::Decompressed(n) => s.pages_decompressed += n,
-            Event::Discarded(n) => s.pages_discarded += n,
+            Event::Discarded { pages, .. } => s.pages_discarded += pages,
             Event::Overhead(bytes) => s.overhead_bytes = s.overhead_bytes.max(bytes),
             Event::Tree {
                 processes,
@@ -274,6 +279,7 @@ impl Observer for Tracing {
         let written = match *event {
             Event::Served { page, write, .. } => self.0.reference(page, write),
             Event::Evicted { page, bytes } => self.0.image(page, bytes),
+            Event::Discarded { page, pages } => self.0.discard(page, pages),
             _ => return,
         };
         if let Err(e) = written {

@@ -60,7 +60,7 @@ impl Pager {
     pub(super) fn keep_within_ram(&mut self) {
         if self.overhead.due() {
             self.overhead.set(overhead::Parts {
-                states: (self.pages.seen * std::mem::size_of::<PageState>()) as u64,
+                states: self.pages.table_bytes(),
                 spare: self.frames.as_ref().map_or(0, Frames::spare_bytes)
                     + self.helper.as_ref().map_or(0, |h| (h.frames_held() * PAGE_SIZE) as u64),
                 helper: self.helper.as_ref().map_or(0, Helper::memory),

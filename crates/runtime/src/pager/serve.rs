@@ -239,9 +239,6 @@ impl Pager {
         if let Some(scan) = &mut self.write_scan {
             scan.fault(page);
         }
-        if from == Level::New {
-            self.pages.seen += 1;
-        }
         match (&mut self.traps, from) {
             // A trapped or watched page was resident all along; it is
             // mapped again.

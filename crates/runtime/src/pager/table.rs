@@ -47,8 +47,6 @@ pub(super) struct PageTable {
     states: ZeroTable<PageState>,
     /// The swap-file slots of the pages on disk.
     pub(super) disk: DiskSlots,
-    /// Pages that have left `New`: the state table holds memory for them.
-    pub(super) seen: usize,
     /// Pages mapped in the region (trapped ones included).
     pub(super) resident: usize,
     /// One bit per `CHUNK` pages: set once any page of the chunk was
@@ -66,7 +64,6 @@ impl PageTable {
         PageTable {
             states: ZeroTable::new(pages),
             disk: DiskSlots::default(),
-            seen: 0,
             resident: 0,
             written: vec![0; pages.div_ceil(CHUNK).div_ceil(64)],
         }
@@ -90,6 +87,14 @@ impl PageTable {
             }
         }
         runs
+    }
+
+    /// Bytes of the state table that hold memory: a page of it for each
+    /// chunk any page of which left `New` (a page that goes back to `New`
+    /// keeps its chunk's).
+    pub(super) fn table_bytes(&self) -> u64 {
+        let chunks: u32 = self.written.iter().map(|w| w.count_ones()).sum();
+        u64::from(chunks) * (CHUNK * std::mem::size_of::<PageState>()) as u64
     }
 
     /// The region's length in pages.

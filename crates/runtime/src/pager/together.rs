@@ -104,6 +104,11 @@ impl Together {
         self.waiting.iter().any(|&(p, _)| p == page)
     }
 
+    /// Whether any page of `pages` has its eviction (or watch) deferred.
+    pub(super) fn waits_within(&self, pages: &std::ops::Range<usize>) -> bool {
+        self.waiting.iter().any(|(p, _)| pages.contains(p))
+    }
+
     /// Keeps `buffer` for a later batch, up to a batch's worth.
     pub(super) fn keep(&mut self, buffer: AlignedBuf) {
         if self.buffers.len() < BATCH {
