@@ -519,7 +519,7 @@ fn dropped_pages_read_as_zeros_and_leave_every_level() {
             x ^= x >> 7;
             x ^= x << 17;
             let p = (x >> 16) as usize % pages;
-            if x % 23 == 0 {
+            if x.is_multiple_of(23) {
                 let run = 1 + (x >> 40) as usize % 24;
                 let end = (p + run).min(pages);
                 region.discard(p * 4096..end * 4096);
