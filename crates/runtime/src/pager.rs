@@ -372,6 +372,11 @@ impl Pager {
             if matches!(self.pages[page], PageState::Pending) {
                 self.complete_pending(page);
                 self.run_actions();
+                if self.together.waits_within(&(page..pages.end)) {
+                    // The spills and evictions that compression called for
+                    // deferred a page still to be dropped.
+                    self.evict_deferred();
+                }
             }
             match self.pages[page] {
                 PageState::New => continue,
