@@ -369,7 +369,7 @@ impl Pager {
             self.evict_deferred();
         }
         for page in pages.start..pages.end.min(self.pages.len()) {
-            if matches!(self.pages[page], PageState::Pending) {
+            while matches!(self.pages[page], PageState::Pending) {
                 self.complete_pending(page);
                 self.run_actions();
                 if self.together.waits_within(&(page..pages.end)) {
@@ -399,7 +399,7 @@ impl Pager {
                     let slot = self.pages.disk.take(i);
                     self.parts.swap.forget(page as u64, slot);
                 }
-                PageState::Pending => unreachable!("completed above"),
+                PageState::Pending => unreachable!("completed by the loop above"),
             }
             self.pages[page] = PageState::New;
             self.parts.policy.discarded(page as u64);
