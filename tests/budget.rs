@@ -163,4 +163,5 @@ fn a_forking_program_holds_one_budget_for_its_whole_tree() {
         allowed as f64 / MIB as f64,
         outside as f64 / MIB as f64
     );
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -251,6 +251,7 @@ fn children_of_a_write_scanning_parent_are_paged() {
             .any(|p| p["stats"]["write_scans"].as_u64().unwrap() > 0),
         "no process scanned: {r}"
     );
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// System calls handed heap buffers that are not resident (file and socket
