@@ -111,6 +111,17 @@
 //!   them, where the share below it pages to disk and the share above it
 //!   takes needless cache faults (`docs/results.md`, "The policy's own
 //!   memory, and the share at which a program fits").
+//! * **Before any page comes back**, nothing prices a cache, and the
+//!   policy had written every evicted page raw until the first fault from
+//!   the cache or disk called its first choice. Now, on a mechanism that
+//!   sees only faults, it takes the fitting share (when that share is not
+//!   a wide one) from the moment memory fills, choosing again every 64
+//!   evictions as the footprint grows, until a page returns and the
+//!   miniatures' costs take over; the guard still applies. A program that
+//!   allocates past memory before it reads anything back (the CPython
+//!   cache building its dict) otherwise sent thousands of pages to disk
+//!   raw and read them back later (`docs/results.md`, "A fitting cache
+//!   from the start").
 //! * **On a mechanism that sees only faults** (the live runtime, told by
 //!   [`Policy::faults_only`]), the recency order holds only faults: it
 //!   cannot say what running uncompressed would have cost, and the
@@ -202,6 +213,8 @@ pub struct Adaptive {
     n_shares: usize,
     /// The index of the fitting share in `shares`.
     fit: Option<usize>,
+    /// Whether any page has come back from the cache or disk yet.
+    refaulted: bool,
     hits: [f64; MAX_TARGETS],
     faults: [f64; MAX_TARGETS],
     weight: f64,
@@ -324,6 +337,7 @@ impl Adaptive {
             shares: std::array::from_fn(|i| targets.get(i).copied().unwrap_or(0.0)),
             n_shares: targets.len(),
             fit: None,
+            refaulted: false,
             hits: [0.0; MAX_TARGETS],
             faults: [0.0; MAX_TARGETS],
             weight: 1.0,
@@ -452,6 +466,9 @@ impl Policy for Adaptive {
             self.own_cost += self.costs.decompress_ns();
         }
         if matches!(from, Level::Compressed | Level::Disk) {
+            self.refaulted = true;
+            self.choose();
+        } else if !self.refaulted && from == Level::New && self.minis.is_some() && self.evictions.is_multiple_of(64) {
             self.choose();
         }
         // A page that came in may push one page out, plus one more while

@@ -71,6 +71,12 @@ impl Adaptive {
         if self.target == 0 {
             self.on_base = self.last_base;
         }
+        // Before any page comes back nothing prices a cache; one that
+        // the footprint fits in sends no page to disk.
+        let best = match self.fit {
+            Some(i) if !self.refaulted && self.shares[i] <= WIDE_SHARE => i,
+            _ => best,
+        };
         let best = if self.harmful() { 0 } else { best };
         if self.target != 0 && best == 0 {
             self.on_total += self.last_base - self.on_base;

@@ -295,3 +295,21 @@ fn measured_faults_price_both_levels() {
     p.fault_service(None, 120e3);
     assert_eq!((p.costs.disk_ns, p.costs.codec_ns), (120e3, 120e3));
 }
+
+/// Before any page comes back, a program that fills memory and goes on
+/// allocating is given the cache its footprint fits in, not raw writes:
+/// 400 new pages in 100 frames, each compressing to 512 bytes (they fit
+/// with 56 uncompressed). Until the ratio's first sample, at the 64th
+/// eviction, pages still go raw; after it, to the cache.
+#[test]
+fn new_pages_past_memory_go_to_a_fitting_cache_before_any_comes_back() {
+    let mut p = adaptive(5e6, 1e5).with_allowance(SAFE_ALLOWANCE);
+    p.faults_only();
+    let refs: Vec<u64> = (0..400).collect();
+    let d = drive(&mut p, &refs, 512, 100 * PAGE);
+    assert_eq!(d.disk, 0, "nothing came back");
+    let (uncompressed, compressed, on_disk) = p.occupancy();
+    let what = format!("{uncompressed} uncompressed, {compressed} compressed, {on_disk} on disk");
+    assert!(on_disk <= 80, "{what}");
+    assert!(compressed >= 250, "{what}");
+}
