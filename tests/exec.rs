@@ -316,7 +316,8 @@ fn build_c(dir: &Path, name: &str) -> PathBuf {
 /// and returns that output and the paged process's counters. The scratch
 /// folder is removed.
 fn c_program_pages_as_unpaged(name: &str, args: &[&str], ram: &str) -> (Vec<u8>, serde_json::Value) {
-    let dir = scratch_dir(name);
+    // One folder per run: two tests may run one program at once.
+    let dir = scratch_dir(&format!("{name}-{}", args.join("-")));
     let program = build_c(&dir, name);
     let mut command = vec![program.to_str().unwrap()];
     command.extend_from_slice(args);
@@ -490,6 +491,20 @@ fn large_blocks_freed_give_their_pages_back() {
         dropped < given_back + 4096 + 16 * 512,
         "{dropped} pages dropped: {stats}"
     );
+}
+
+/// A large block that `realloc` cannot grow in place moves, and its old
+/// place gives its pages back, as a block freed does
+/// (`tests/exec/bigfree.c` with `move`: an 8 MiB block, filled, with
+/// another right after it, grown to 16 MiB). Kept, the old pages were
+/// paged as live data. Nothing else is freed before the program exits.
+#[test]
+fn a_large_block_moved_by_realloc_gives_its_old_pages_back() {
+    let (out, stats) = c_program_pages_as_unpaged("bigfree", &["16", "move"], "8M");
+    assert_eq!(String::from_utf8_lossy(&out), "wrong bytes: 0; moved 1\n");
+    let dropped = stats["pages_discarded"].as_u64().unwrap();
+    // The 2048 pages, less the one that holds the allocator's header.
+    assert!((2047..=2048).contains(&dropped), "{dropped} pages dropped: {stats}");
 }
 
 /// Memory calls made without the C library (inline system calls) on heap

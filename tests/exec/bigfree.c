@@ -7,7 +7,12 @@
  * is filled, half unmapped (the other half must keep its bytes), then the
  * rest, and a new mapping must read as zeros.
  *
- * usage: bigfree MIB     prints a checksum of what it read
+ * With `move`, only this: two blocks of MIB/2 taken from untouched memory,
+ * one right after the other, and the first grown to MIB, which realloc
+ * cannot do in place; it moves, and its old place gives its pages back
+ * (then the program exits, freeing nothing).
+ *
+ * usage: bigfree MIB [move]     prints a checksum of what it read
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +35,16 @@ int main(int argc, char **argv) {
     size_t big = (size_t)atol(argv[1]) << 20;
     size_t bad = 0;
     uint64_t sum = 0;
+    if (argc > 2 && strcmp(argv[2], "move") == 0) {
+        unsigned char *g = malloc(big / 2), *n = malloc(big / 2);
+        if (!g || !n) { perror("malloc"); return 2; }
+        fill(g, big / 2, 11); fill(n, big / 2, 12);
+        unsigned char *g2 = realloc(g, big);
+        if (!g2) { perror("realloc"); return 2; }
+        bad += wrong(g2, big / 2, 11) + wrong(n, big / 2, 12);
+        printf("wrong bytes: %zu; moved %d\n", bad, g2 != g);
+        return bad != 0;
+    }
     unsigned char *a = malloc(big), *s1 = malloc(40), *b = malloc(big / 2), *s2 = malloc(3000);
     unsigned char *c = malloc(big);
     if (!a || !s1 || !b || !s2 || !c) { perror("malloc"); return 2; }

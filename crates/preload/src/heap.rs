@@ -280,14 +280,20 @@ impl Heap {
     /// `user` and in the first bytes after it, and the next block's past
     /// its end: the pages given back hold neither.
     fn give_back(&mut self, user: usize, size: usize) {
-        let page = ccvm_runtime::PAGE_SIZE;
-        let start = (user + FRESH_MARGIN).next_multiple_of(page);
-        let end = (user + size) / page * page;
-        if end > start {
-            crate::vm::drop_pages(start, end - start);
-        }
+        self.drop_inside(user, size);
         if size <= GIVE_BACK_MAX {
             self.give_back_from = self.give_back_from.max(size);
+        }
+    }
+
+    /// Drops the whole pages of the freed `size` bytes at `at`, past the
+    /// free block's header TLSF writes at their start.
+    fn drop_inside(&self, at: usize, size: usize) {
+        let page = ccvm_runtime::PAGE_SIZE;
+        let start = (at + FRESH_MARGIN).next_multiple_of(page);
+        let end = (at + size) / page * page;
+        if end > start {
+            crate::vm::drop_pages(start, end - start);
         }
     }
 
@@ -315,13 +321,28 @@ impl Heap {
             // SAFETY: a block of this pool with this alignment.
             let block = unsafe { self.pool.reallocate(NonNull::new_unchecked(user.sub(HEADER)), layout)? };
             // SAFETY: the new block is at least `HEADER + size` long.
-            let user = unsafe { block.as_ptr().add(HEADER) };
-            // SAFETY: the header lies in the block, before `user`.
-            unsafe { Self::header(user).write(Header { size, align }) };
+            let moved = unsafe { block.as_ptr().add(HEADER) };
+            // SAFETY: the header lies in the block, before `moved`.
+            unsafe { Self::header(moved).write(Header { size, align }) };
             self.in_use = self.in_use - old + size;
             self.note_peak();
-            self.fresh = self.fresh.max(user as usize + size);
-            return Some(user);
+            self.fresh = self.fresh.max(moved as usize + size);
+            // TLSF copied and freed a block it could not grow in place, or
+            // freed the tail of one it shrank: a large block's pages left
+            // behind are given back as `free` gives them (left, they were
+            // paged as live data: sqlite's sort buffer, grown by doubling
+            // to 32 MiB, left 16 MiB behind each time). The sliding
+            // threshold is not applied: it spares a loop of `free` and
+            // `malloc` of one size its zero-fill faults, and a grown
+            // block's old place is not taken back at its old size.
+            if old > GIVE_BACK_MIN {
+                if moved != user {
+                    self.drop_inside(user as usize, old);
+                } else if size < old {
+                    self.drop_inside(user as usize + size, old - size);
+                }
+            }
+            return Some(moved);
         }
         // SAFETY: as the caller promises; `old` bytes long.
         unsafe { self.move_block(user, old, size, align & !UNCOUNTED) }
