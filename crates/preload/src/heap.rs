@@ -330,8 +330,7 @@ impl Heap {
             // TLSF copied and freed a block it could not grow in place, or
             // freed the tail of one it shrank: a large block's pages left
             // behind are given back as `free` gives them (left, they were
-            // paged as live data: sqlite's sort buffer, grown by doubling
-            // to 32 MiB, left 16 MiB behind each time). The sliding
+            // compressed and written out as live data). The sliding
             // threshold is not applied: it spares a loop of `free` and
             // `malloc` of one size its zero-fill faults, and a grown
             // block's old place is not taken back at its old size.
