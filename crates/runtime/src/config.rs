@@ -84,8 +84,9 @@ pub struct RuntimeConfig {
     pub trace: Option<TraceConfig>,
     /// What the adaptive policy takes a disk fault to cost, all in.
     pub disk_cost: Duration,
-    /// What it takes a compression-cache fault to cost, all in.
-    pub cache_cost: Duration,
+    /// What it takes a compression-cache fault to cost, all in, until
+    /// measured; `None` for [`RuntimeConfig::cache_price`]'s estimate.
+    pub cache_cost: Option<Duration>,
     /// How faults are served.
     pub fault_mode: FaultMode,
     /// Move page frames with `UFFDIO_MOVE` where the kernel has it (Linux
@@ -134,6 +135,28 @@ pub struct RuntimeConfig {
     pub write_scan: bool,
 }
 
+impl RuntimeConfig {
+    /// What the adaptive policy takes a compression-cache fault to cost
+    /// until cache faults are measured: `cache_cost`, or by default what
+    /// `fault_mode` delivers a fault in plus a cache fault's typical
+    /// service (the `costs` module says why it depends on the mode).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ccvm_runtime::{FaultMode, RuntimeConfig};
+    /// let signal = RuntimeConfig::default();
+    /// let thread = RuntimeConfig { fault_mode: FaultMode::Thread, ..RuntimeConfig::default() };
+    /// assert_eq!(signal.cache_price(), Duration::from_micros(10));
+    /// assert_eq!(thread.cache_price(), Duration::from_micros(22));
+    /// let told = RuntimeConfig { cache_cost: Some(Duration::from_micros(25)), ..thread };
+    /// assert_eq!(told.cache_price(), Duration::from_micros(25));
+    /// ```
+    pub fn cache_price(&self) -> Duration {
+        self.cache_cost
+            .unwrap_or_else(|| crate::pager::costs::delivery(self.fault_mode) + crate::pager::costs::CACHE_SERVICE)
+    }
+}
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
@@ -147,7 +170,7 @@ impl Default for RuntimeConfig {
             // What a disk and a cache fault cost end to end on this
             // project's machine, until measured (docs/results.md).
             disk_cost: Duration::from_micros(100),
-            cache_cost: Duration::from_micros(25),
+            cache_cost: None,
             fault_mode: FaultMode::default(),
             move_frames: true,
             copy_in_when_threaded: true,

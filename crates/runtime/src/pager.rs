@@ -56,7 +56,7 @@ use crate::uffd::Uffd;
 use crate::written::WriteScan;
 use ccvm_policy::Traps;
 
-mod costs;
+pub(crate) mod costs;
 mod disk;
 mod evict;
 mod fork;
@@ -255,11 +255,7 @@ impl Pager {
     /// Tells the policy what disk and cache faults cost here, all in, when
     /// faults are served in `mode` (see the `costs` module).
     pub fn measure_costs(&mut self, mode: crate::config::FaultMode) {
-        let delivery = match mode {
-            crate::config::FaultMode::Signal => costs::SIGNAL_DELIVERY,
-            crate::config::FaultMode::Thread => costs::THREAD_DELIVERY,
-        };
-        self.costs = Some(costs::CostMeter::new(delivery));
+        self.costs = Some(costs::CostMeter::new(costs::delivery(mode)));
     }
 
     /// Tells the policy which resident pages were written lately (see the

@@ -132,7 +132,7 @@ impl Region {
             uncompressed_share: config.uncompressed_share,
             costs: ccvm_policy::Costs {
                 disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
-                codec_ns: config.cache_cost.as_nanos() as f64,
+                codec_ns: config.cache_price().as_nanos() as f64,
                 compress_share: 0.5,
             },
         };

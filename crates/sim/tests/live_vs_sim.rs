@@ -61,7 +61,7 @@ fn the_runtime_and_the_simulator_divide_the_ram_alike() {
             uncompressed_share: config.uncompressed_share,
             costs: Costs {
                 disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
-                codec_ns: config.cache_cost.as_nanos() as f64,
+                codec_ns: config.cache_price().as_nanos() as f64,
                 compress_share: 0.5,
             },
         };
@@ -185,7 +185,7 @@ fn live_and_simulated_agree_with(case: Case<'_>) {
         };
         let costs = Costs {
             disk_ns: (config.disk_cost + config.disk_latency).as_nanos() as f64,
-            codec_ns: config.cache_cost.as_nanos() as f64,
+            codec_ns: config.cache_price().as_nanos() as f64,
             compress_share: 0.5,
         };
         let budget = config.policy_budget();
