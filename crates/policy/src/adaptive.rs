@@ -547,6 +547,7 @@ impl Policy for Adaptive {
         self.update_bounds();
         if let Some(m) = &mut self.minis {
             m.set_ratio(ratio);
+            m.sized(page, bytes as f64 / self.page_size as f64);
         }
         self.levels.compressed(page, bytes);
         while self.over_ram() && self.levels.spill_oldest(actions) {}
@@ -558,6 +559,16 @@ impl Policy for Adaptive {
         self.levels.forget(page);
         if let Some(m) = &mut self.minis {
             m.discarded(page);
+        }
+    }
+
+    fn wants_size(&self, page: u64) -> bool {
+        self.minis.as_ref().is_some_and(|m| m.wants_size(page))
+    }
+
+    fn measured(&mut self, page: u64, bytes: u64) {
+        if let Some(m) = &mut self.minis {
+            m.sized(page, bytes as f64 / self.page_size as f64);
         }
     }
 

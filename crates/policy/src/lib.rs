@@ -78,7 +78,8 @@ pub enum Action {
     /// that its next touch faults and reaches [`Policy::touch`] (as
     /// [`Level::Uncompressed`]); otherwise nothing (its next touch faults
     /// anyway). Asked only of a mechanism that said it sees only faults
-    /// ([`Policy::faults_only`]); see [`Miniatures`].
+    /// ([`Policy::faults_only`]); see [`Miniatures`]. The mechanism may
+    /// also report the page's compressed size ([`Policy::measured`]).
     Watch(u64),
 }
 
@@ -160,6 +161,23 @@ pub trait Policy: Send {
     /// uncompressed pages the policy believed resident) until fault order
     /// reached it, while live pages left in its place.
     fn discarded(&mut self, page: u64);
+
+    /// The mechanism compressed a copy of resident page `page` as it
+    /// carried out [`Action::Watch`], to `bytes`; the page stays where it
+    /// was. A mechanism that cannot read the page there (or that records a
+    /// trace, whose replay must make the same choices) does not tell. By
+    /// default ignored.
+    fn measured(&mut self, page: u64, bytes: u64) {
+        let _ = (page, bytes);
+    }
+
+    /// Whether the policy would be told watched page `page`'s compressed
+    /// size ([`Policy::measured`]): the mechanism measures only then, since
+    /// measuring costs a compression. By default no.
+    fn wants_size(&self, page: u64) -> bool {
+        let _ = page;
+        false
+    }
 
     /// The mechanism saw resident page `page` referenced without a fault
     /// (a scan of the page tables found it written): it becomes the newest

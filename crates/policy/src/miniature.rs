@@ -50,6 +50,19 @@
 //!   as many events as the paper's analysis weighs over a whole memory.
 //! * Pages are sampled by a multiplicative hash of their number, not by
 //!   address ranges, so that a program's regions are sampled alike.
+//! * Each cached page is charged its own size: a split's cache holds its
+//!   share of the sampled frames, and each page in it takes its compressed
+//!   size as last told ([`Miniatures::sized`]: the run compressed it, or
+//!   the mechanism measured a copy when it watched it,
+//!   [`Policy::measured`](crate::Policy::measured)), or one over the
+//!   ratio for a page never sized. A split with less uncompressed memory
+//!   than the run caches pages the run still holds, so the run's ratio
+//!   says nothing about them; sized by it, every split looked useless
+//!   when a program's first evicted pages did not compress, and the run
+//!   sent the compressible pages that followed to disk raw (`ccvm bench
+//!   faults`: 1.73 s against 1.11 s sized; `docs/results.md`, "Watched
+//!   pages measured for the splits"). The simulator does not measure, so
+//!   its splits charge unsized pages the ratio, as the live runtime's did.
 //! * Splits past half of memory compressed (`adaptive-safe`'s widest
 //!   targets) run only while pages compress at least 6 to 1 (and stop
 //!   below 5): at lower ratios the paper's shares already reach as far,
@@ -125,6 +138,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::queue::RecencyQueue;
 use crate::{Action, Costs, Level};
+
+mod cache;
+
+use cache::ChargedCache;
 
 /// Memories' worth of sampled touches the long costs span (weighing the
 /// oldest at a fifth, as the short costs weigh one memory's worth).
@@ -212,6 +229,20 @@ struct Price {
     rate: u64,
 }
 
+/// What each sampled page is charged in a cache, in pages: its own
+/// compressed size where the mechanism has told it, else one over the
+/// ratio.
+struct Sizes<'a> {
+    known: &'a FxHashMap<u64, f32>,
+    fallback: f32,
+}
+
+impl Sizes<'_> {
+    fn of(&self, page: u64) -> f32 {
+        self.known.get(&page).copied().unwrap_or(self.fallback)
+    }
+}
+
 /// One target share's split, over the sampled pages.
 struct Split {
     /// Its place among the splits: its bits in [`DiskBits`].
@@ -221,12 +252,13 @@ struct Split {
     active: bool,
     /// Sampled frames for uncompressed pages.
     uncompressed_cap: usize,
-    /// Sampled pages the cache holds, at the current ratio.
-    compressed_cap: usize,
+    /// Sampled pages' worth of memory the cache holds (its pages charged
+    /// their sizes, see [`Sizes`]).
+    compressed_cap: f64,
     /// Uncompressed pages in fault order (a touch of one is unseen).
     uncompressed: RecencyQueue,
     /// Cached pages, least recently used first.
-    compressed: RecencyQueue,
+    compressed: ChargedCache,
     /// Decayed paging cost, ns times the current weight.
     cost: f64,
     /// The same over [`LONG_MEMORIES`] memories' worth of touches, ns
@@ -242,13 +274,16 @@ impl Split {
     /// A touch of `page`; `seen` when the mechanism saw it although the
     /// page was mapped (a write scan's report), which reorders a split that
     /// holds it uncompressed, as the mechanism's own order is reordered.
-    fn touch(&mut self, disk: &mut DiskBits, page: u64, seen: bool, price: &Price, released: &mut Vec<u64>) {
-        let Price {
-            costs,
-            weight,
-            long_weight,
-            rate,
-        } = *price;
+    fn touch(
+        &mut self,
+        disk: &mut DiskBits,
+        page: u64,
+        seen: bool,
+        price: &Price,
+        sizes: &Sizes,
+        released: &mut Vec<u64>,
+    ) {
+        let Price { costs, rate, .. } = *price;
         if self.uncompressed.contains(page) {
             if seen {
                 self.uncompressed.push_newest(page);
@@ -269,19 +304,25 @@ impl Split {
         while self.uncompressed.len() > self.uncompressed_cap {
             let out = self.uncompressed.pop_oldest().expect("over its frames, so not empty");
             released.push(out);
-            if self.compressed_cap > 0 {
-                self.compressed.push_newest(out);
+            if self.compressed_cap > 0.0 {
+                self.compressed.push_newest(out, sizes.of(out));
             } else {
                 disk.put(out, self.index, false);
             }
         }
-        while self.compressed.len() > self.compressed_cap {
-            let out = self.compressed.pop_oldest().expect("over its share, so not empty");
-            ns += costs.compress_ns();
+        self.trim(disk, price, ns);
+    }
+
+    /// Spills the oldest cached pages while the cache holds more than its
+    /// share, and charges `ns` plus their compressions.
+    fn trim(&mut self, disk: &mut DiskBits, price: &Price, mut ns: f64) {
+        while self.compressed.charged() > self.compressed_cap + 1e-6 && self.compressed.len() > 0 {
+            let out = self.compressed.pop_oldest().expect("not empty");
+            ns += price.costs.compress_ns();
             disk.put(out, self.index, true);
         }
-        self.cost += ns * weight;
-        self.long_cost += ns * long_weight;
+        self.cost += ns * price.weight;
+        self.long_cost += ns * price.long_weight;
     }
 }
 
@@ -326,6 +367,9 @@ pub struct Miniatures {
     faults: u64,
     /// The split whose share the policy moves ([`Miniatures::float`]).
     floating: Option<usize>,
+    /// Sampled pages' compressed sizes, in pages, as last told
+    /// ([`Miniatures::sized`]).
+    sizes: FxHashMap<u64, f32>,
 }
 
 impl Miniatures {
@@ -358,9 +402,9 @@ impl Miniatures {
                 share,
                 active: share <= WIDE_SHARE || ratio >= WIDE_ON_RATIO,
                 uncompressed_cap: 0,
-                compressed_cap: 0,
+                compressed_cap: 0.0,
                 uncompressed: RecencyQueue::default(),
-                compressed: RecencyQueue::default(),
+                compressed: ChargedCache::default(),
                 cost: 0.0,
                 long_cost: 0.0,
                 disk_faults: 0.0,
@@ -382,6 +426,7 @@ impl Miniatures {
             watches: 0,
             faults: 0,
             floating: None,
+            sizes: FxHashMap::default(),
         };
         m.size_splits();
         m
@@ -420,7 +465,7 @@ impl Miniatures {
         let rate = self.rate as f64;
         for s in &mut self.splits {
             s.uncompressed_cap = ((self.frames as f64 * (1.0 - s.share)) / rate).floor().max(1.0) as usize;
-            s.compressed_cap = (self.frames as f64 * s.share * self.ratio / rate).floor() as usize;
+            s.compressed_cap = self.frames as f64 * s.share / rate;
         }
         let frames = self.frames.max(1) as f64;
         self.decay = 0.2f64.powf(rate / frames);
@@ -438,6 +483,7 @@ impl Miniatures {
             s.compressed.retain(keep);
         }
         self.disk.0.retain(|&p, _| keep(p));
+        self.sizes.retain(|&p, _| keep(p));
         self.size_splits();
         self.watches = 0;
         self.faults = 0;
@@ -474,7 +520,7 @@ impl Miniatures {
             if run != s.active {
                 s.active = run;
                 s.uncompressed = RecencyQueue::default();
-                s.compressed = RecencyQueue::default();
+                s.compressed = ChargedCache::default();
                 self.disk.clear_split(s.index);
                 s.cost = highest;
                 s.long_cost = highest_long;
@@ -509,6 +555,7 @@ impl Miniatures {
         if !sampled_at(page, self.rate) {
             return;
         }
+        self.sizes.remove(&page);
         for s in &mut self.splits {
             s.uncompressed.remove(page);
             s.compressed.remove(page);
@@ -544,14 +591,13 @@ impl Miniatures {
             self.long_weight = 1.0;
         }
         let mut released = std::mem::take(&mut self.released);
-        let price = Price {
-            costs: self.costs,
-            weight: self.weight,
-            long_weight: self.long_weight,
-            rate: self.rate,
+        let price = self.price();
+        let sizes = Sizes {
+            known: &self.sizes,
+            fallback: (1.0 / self.ratio) as f32,
         };
         for s in self.splits.iter_mut().filter(|s| s.active) {
-            s.touch(&mut self.disk, page, seen, &price, &mut released);
+            s.touch(&mut self.disk, page, seen, &price, &sizes, &mut released);
         }
         for p in released.drain(..) {
             if self.watched.insert(p) {
@@ -560,6 +606,39 @@ impl Miniatures {
         }
         self.released = released;
         watched
+    }
+
+    fn price(&self) -> Price {
+        Price {
+            costs: self.costs,
+            weight: self.weight,
+            long_weight: self.long_weight,
+            rate: self.rate,
+        }
+    }
+
+    /// Sampled or not, `page` compresses to `share` of a page (the
+    /// mechanism compressed it, or measured a copy of it): every split that
+    /// caches it charges it that from now on, and spills what no longer
+    /// fits. Pages never sized are charged one over the ratio.
+    pub fn sized(&mut self, page: u64, share: f64) {
+        if !sampled_at(page, self.rate) {
+            return;
+        }
+        let share = share.clamp(0.0, 1.0) as f32;
+        self.sizes.insert(page, share);
+        let price = self.price();
+        for s in self.splits.iter_mut().filter(|s| s.active) {
+            if s.compressed.recharge(page, share) {
+                s.trim(&mut self.disk, &price, 0.0);
+            }
+        }
+    }
+
+    /// Whether `page` is sampled and its size is not known yet (see
+    /// [`Miniatures::sized`]).
+    pub fn wants_size(&self, page: u64) -> bool {
+        sampled_at(page, self.rate) && !self.sizes.contains_key(&page)
     }
 
     /// The index of the cheapest split lately (ties go to the smaller

@@ -62,6 +62,7 @@ mod evict;
 mod fork;
 mod lock;
 mod map;
+mod measure;
 mod observe;
 mod overhead;
 mod room;
@@ -143,6 +144,8 @@ pub(crate) struct Pager {
     observers: Observers,
     /// Evictions deferred to leave together (see `together`).
     together: together::Together,
+    /// Where watched pages are measured for the policy (see `measure`).
+    scratch: Option<measure::Scratch>,
 }
 
 /// Stops the process: see the module docs. `_exit`, not `exit`: this may
@@ -238,6 +241,7 @@ impl Pager {
             costs: None,
             observers,
             together: together::Together::new(),
+            scratch: None,
         }
     }
 

@@ -107,6 +107,9 @@ fn set_up(pager: &mut Pager, config: &RuntimeConfig, helper: Option<Helper>, wri
     if config.trace.is_none() {
         pager.read_ahead(config.readahead);
         pager.measure_costs(config.fault_mode);
+        if config.fault_mode == crate::config::FaultMode::Signal {
+            pager.measure_watched();
+        }
         // A zero page's protection must stop its first write, which
         // asynchronous protection does not (see the `written` module).
         let scanning = write_scan && pager.scan_writes();

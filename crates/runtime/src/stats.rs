@@ -129,6 +129,10 @@ pub struct RuntimeStats {
     /// Pages unmapped to be watched (`ccvm_policy::Action::Watch`).
     #[serde(default)]
     pub pages_watched: u64,
+    /// Watched pages whose copy was compressed to tell the policy their
+    /// size (see `RuntimeConfig::fault_mode`: signal mode, untraced).
+    #[serde(default)]
+    pub pages_measured: u64,
     /// Scans of the page tables for pages written lately (see
     /// `RuntimeConfig::write_scan`).
     #[serde(default)]

@@ -122,6 +122,8 @@ fn many_threads_against_a_model_with_watched_pages() {
     let stats = threads_against_a_model(Region::new(4 * ram as usize, config).unwrap());
     assert!(stats.pages_watched > 0 && stats.faults_watch > 0, "{stats:?}");
     assert!(stats.pages_evicted_together > 0, "{stats:?}");
+    // Signal faults, untraced: the sampled pages were sized as watched.
+    assert!(stats.pages_measured > 0, "{stats:?}");
 }
 
 /// Fault mode, moved frames, trap share, background compression, pages

@@ -266,3 +266,48 @@ fn a_touch_never_watches_the_page_touched() {
         }
     }
 }
+
+#[test]
+fn a_cache_is_charged_its_pages_own_sizes() {
+    // A loop over 140 pages in 100 frames, while the run's ratio says its
+    // pages do not compress: the half-compressed split holds 50 pages
+    // uncompressed and 50 cached, so it faults like the split without a
+    // cache and pays the compressions on top.
+    let refs: Vec<u64> = (0..6).flat_map(|_| 0..140u64).collect();
+    let mut plain = Miniatures::new(100, &[0.0, 0.5], COSTS, 1.0);
+    feed(&mut plain, &refs);
+    assert_eq!(plain.best(), 0);
+    // Told that every page compresses four to one, the cache holds 200
+    // pages, and the loop fits.
+    let mut sized = Miniatures::new(100, &[0.0, 0.5], COSTS, 1.0);
+    assert!(sized.wants_size(7));
+    for p in 0..140 {
+        sized.sized(p, 0.25);
+    }
+    assert!(!sized.wants_size(7));
+    feed(&mut sized, &refs);
+    assert_eq!(sized.best(), 1);
+    assert!(sized.splits[1].disk_faults < plain.splits[1].disk_faults / 4.0);
+    // A page dropped is sized again when it comes back.
+    sized.discarded(7);
+    assert!(sized.wants_size(7));
+}
+
+#[test]
+fn a_page_sized_larger_spills_what_no_longer_fits() {
+    let mut m = Miniatures::new(100, &[0.0, 0.5], COSTS, 4.0);
+    let mut actions = Vec::new();
+    // 50 uncompressed frames, then a cache of 50 frames at a quarter page each.
+    for p in 0..250 {
+        m.touch(p, Level::New, &mut actions);
+    }
+    let cache = &m.splits[1].compressed;
+    assert_eq!(cache.len(), 200);
+    assert!((cache.charged() - 50.0).abs() < 1e-6);
+    // One cached page turns out not to compress: it takes a whole frame,
+    // and the cache lets go of its three oldest pages to stay in its share.
+    m.sized(100, 1.0);
+    let cache = &m.splits[1].compressed;
+    assert_eq!(cache.len(), 197);
+    assert!(cache.charged() <= 50.0 + 1e-6);
+}

@@ -191,6 +191,7 @@ impl Pager {
                 if !matches!(self.pages[page], PageState::Uncompressed) || self.together.is_waiting(page) {
                     return;
                 }
+                self.measure(page);
                 if self.frames.is_some() && self.may_defer(page) {
                     // Parked with the next batch, without a flush of its own.
                     return self.defer(page, action);

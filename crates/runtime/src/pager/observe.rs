@@ -105,6 +105,8 @@ pub(super) enum Event<'a> {
     Spilled,
     /// A resident page's frame parked to watch its next touch.
     Watched,
+    /// A copy of a watched page compressed to tell the policy its size.
+    Measured,
     /// A victim left mapped because a system call uses it.
     Pinned,
     /// Pages decompressed.
@@ -256,6 +258,7 @@ impl Observer for Statistics {
             Event::SwappedRaw => s.pages_swapped_raw += 1,
             Event::Spilled => s.pages_spilled += 1,
             Event::Watched => s.pages_watched += 1,
+            Event::Measured => s.pages_measured += 1,
             Event::Pinned => s.evictions_pinned += 1,
             Event::Decompressed(n) => s.pages_decompressed += n,
             Event::Discarded { pages, .. } => s.pages_discarded += pages,
