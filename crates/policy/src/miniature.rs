@@ -617,8 +617,8 @@ impl Miniatures {
         }
     }
 
-    /// Sampled or not, `page` compresses to `share` of a page (the
-    /// mechanism compressed it, or measured a copy of it): every split that
+    /// `page` compresses to `share` of a page (the mechanism compressed
+    /// it, or measured a copy of it): if it is sampled, every split that
     /// caches it charges it that from now on, and spills what no longer
     /// fits. Pages never sized are charged one over the ratio.
     pub fn sized(&mut self, page: u64, share: f64) {
