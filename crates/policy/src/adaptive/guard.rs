@@ -119,10 +119,20 @@ impl Adaptive {
     }
 
     /// The factor that corrects `none`'s sampled estimate: own cost over
-    /// the estimate at 0%, once the estimate has counted 64 disk faults
-    /// there (1 before), within [0.5, 2].
+    /// the estimate at 0%, once the estimate has counted 64 sampled disk
+    /// faults there (1 before), within [0.5, 2].
+    ///
+    /// 64 sampled faults, each standing for the sampling rate's worth, not
+    /// 64 estimated ones: at one page in 16 that was four samples, whose
+    /// quotient is off by half as often as not. node at 182M took its
+    /// factor from the short 0% stretch at its first refault, at 0.53 to
+    /// 0.93, and with `none`'s estimate scaled down by it the guard stopped
+    /// a cache that was paying its way in 7 of 30 runs, which then took
+    /// 5.3 to 7.7 s where the others took 3.6 to 4.4 and `none` 6.3
+    /// (`docs/results.md`, "The guard's correction from four samples").
     pub(super) fn correction(&self) -> f64 {
-        if self.off_base < 64.0 * self.costs.disk_ns {
+        let rate = self.minis.as_ref().map_or(1, Miniatures::rate) as f64;
+        if self.off_base < 64.0 * rate * self.costs.disk_ns {
             1.0
         } else {
             (self.off_spent / self.off_base).clamp(0.5, 2.0)
