@@ -313,3 +313,33 @@ fn new_pages_past_memory_go_to_a_fitting_cache_before_any_comes_back() {
     assert!(on_disk <= 80, "{what}");
     assert!(compressed >= 250, "{what}");
 }
+
+/// The guard corrects `none`'s sampled estimate by what the 0% stretches
+/// measured only once they hold 64 sampled disk faults, each standing for
+/// the sampling rate's worth.
+#[test]
+fn the_correction_waits_for_64_sampled_faults() {
+    let frames = 4096;
+    let costs = Costs {
+        disk_ns: 100e3,
+        codec_ns: 10e3,
+        compress_share: 0.5,
+    };
+    let budget = Budget {
+        ram_bytes: frames * PAGE,
+        page_size: PAGE,
+    };
+    let mut p = Adaptive::new(budget, costs).with_allowance(SAFE_ALLOWANCE);
+    p.faults_only();
+    let mut actions = Vec::new();
+    for page in 0..=frames {
+        p.touch(page, Level::New, &mut actions);
+    }
+    let rate = p.minis.as_ref().expect("memory filled").rate() as f64;
+    assert!(rate > 1.0, "the sample is thinner than every page");
+    let step = rate * costs.disk_ns;
+    (p.off_base, p.off_spent) = (63.0 * step, 0.6 * 63.0 * step);
+    assert_eq!(p.correction(), 1.0, "63 samples are too few");
+    (p.off_base, p.off_spent) = (64.0 * step, 0.6 * 64.0 * step);
+    assert!((p.correction() - 0.6).abs() < 1e-9);
+}
