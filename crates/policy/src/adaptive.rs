@@ -547,8 +547,9 @@ impl Policy for Adaptive {
         self.update_bounds();
         if let Some(m) = &mut self.minis {
             m.set_ratio(ratio);
-            m.sized(page, bytes as f64 / self.page_size as f64);
         }
+        // The splits charge the page what the run's compression took.
+        self.measured(page, bytes);
         self.levels.compressed(page, bytes);
         while self.over_ram() && self.levels.spill_oldest(actions) {}
     }

@@ -596,7 +596,7 @@ pub(crate) enum TakenBack<'a> {
 
 /// Reads `out.len()` bytes at `addr` in process `pid`; whether all were
 /// read. No allocation, one system call.
-fn read_from(pid: libc::pid_t, addr: u64, out: &mut [u8]) -> bool {
+pub(crate) fn read_from(pid: libc::pid_t, addr: u64, out: &mut [u8]) -> bool {
     let local = libc::iovec {
         iov_base: out.as_mut_ptr().cast(),
         iov_len: out.len(),

@@ -56,19 +56,12 @@ impl Pager {
         if !self.parts.policy.wants_size(page as u64) {
             return;
         }
-        let local = libc::iovec {
-            iov_base: scratch.page.as_mut_ptr().cast(),
-            iov_len: PAGE_SIZE,
-        };
-        let remote = libc::iovec {
-            iov_base: (self.parts.base + page * PAGE_SIZE) as *mut libc::c_void,
-            iov_len: PAGE_SIZE,
-        };
-        // SAFETY: both vectors describe one page, the local one in a buffer
-        // this pager owns; the kernel checks the remote one and fails with
-        // EFAULT, without a signal, where it is not mapped.
-        let read = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-        if read != PAGE_SIZE as isize {
+        // The kernel checks the range and fails with EFAULT, without a
+        // signal, where the page is not mapped.
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        let addr = (self.parts.base + page * PAGE_SIZE) as u64;
+        if !crate::compressor::read_from(pid, addr, &mut scratch.page) {
             return;
         }
         let bytes = self
