@@ -165,3 +165,51 @@ fn a_forking_program_holds_one_budget_for_its_whole_tree() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `ccvm exec` reports the kernel's own meter: the peak charge of a memory
+/// cgroup it makes for the program's tree inside its own. Run inside an
+/// outer meter, that peak is at most the outer one (which also holds ccvm's
+/// own process) and holds the program's heap; and the tree holds the
+/// budget by it, as by the outer meter.
+#[test]
+fn exec_reports_its_trees_cgroup_peak() {
+    let (Some(warm), Some(outer)) = (Meter::new("report-warm"), Meter::new("report-outer")) else {
+        eprintln!("skipped: needs root and a memory cgroup");
+        return;
+    };
+    const MIB: u64 = 1 << 20;
+    let dir = common::scratch_dir("report-peak");
+    let program = common::build_c(&dir, "forks");
+    let program = program.as_str();
+    // Files all runs read are charged to the first group that reads them.
+    let (outside, _) = warm.run(&["exec", "--ram", "8M", "--policy", "fixed", "--", program, "1", "2"]);
+    let report = dir.join("r.json");
+    let report_arg = report.to_str().unwrap();
+    let (held, out) = outer.run(&[
+        "exec", "--ram", "8M", "--policy", "fixed", "--report", report_arg, "--", program, "6", "2",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out).contains("ok\n"),
+        "the paged tree's checks"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let inner = r["cgroup_peak_bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no cgroup peak in the report, as root with a memory cgroup: {r}"));
+    eprintln!(
+        "reported {:.1} MiB, outer meter {:.1} MiB",
+        inner as f64 / MIB as f64,
+        held as f64 / MIB as f64
+    );
+    assert!(
+        inner <= held,
+        "the tree's peak {inner} is over the outer meter's {held}"
+    );
+    // Two children with a grandchild each, over a 6 MiB heap paged in 8M.
+    assert!(inner > 6 * MIB, "the tree's peak {inner} is under its heap");
+    assert!(
+        inner <= 8 * MIB + outside + 8 * MIB / 50 + 2 * MIB,
+        "the tree passed its budget by the report: {inner}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -96,7 +96,8 @@ pub(super) fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> an
         Job::Program { command, .. } => {
             let report = tempfile::NamedTempFile::new().context("a file for ccvm exec's report")?;
             let mut cmd = Command::new(exe);
-            cmd.args(["exec", "--ram"])
+            // Metered from here: a meter of its own would be charged too.
+            cmd.args(["exec", "--no-cgroup-meter", "--ram"])
                 .arg(ram.to_string())
                 .arg("--report")
                 .arg(report.path())

@@ -28,6 +28,9 @@ pub struct ExecOptions {
     pub compare: bool,
     /// Run it unpaged only (for a program ccvm cannot page).
     pub unpaged: bool,
+    /// Meter the program's processes in a memory cgroup of their own,
+    /// where the machine lets ccvm make one.
+    pub cgroup_meter: bool,
     /// The report's form: text, JSON or CSV (a row per paged process).
     pub format: Format,
     /// Also write the report, as JSON, to this file.
@@ -41,6 +44,12 @@ struct Summary<'a> {
     wall_s: f64,
     unpaged_wall_s: Option<f64>,
     exit: String,
+    /// The most memory the kernel charged the program's process tree at
+    /// once, bytes (ccvm's helper processes are in the tree): the peak of
+    /// a memory cgroup made for the run inside ccvm's own, the meter `ccvm
+    /// bench kernel` reads for both systems. Absent where ccvm may not make
+    /// one (not root, no memory controller).
+    cgroup_peak_bytes: Option<u64>,
     /// The most memory the program's process tree held, bytes: its summed
     /// PSS, sampled every 50 ms or more (ccvm's helper processes are in the tree).
     peak_pss_bytes: u64,
@@ -220,12 +229,14 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     cmd.args(&opts.command[1..]);
     let started = Instant::now();
     let forwarding = ccvm_output::interrupt::forwarding();
+    let cgroup = if opts.cgroup_meter { metered(&mut cmd) } else { None };
     let mut child = cmd.envs(env).spawn().with_context(|| format!("running {program}"))?;
     let pid = child.id();
     forwarding.started(pid);
     let meter = crate::meter::TreeMeter::start(pid);
     let status = child.wait().context("waiting for the program")?;
     let peak_pss_bytes = meter.finish();
+    let cgroup_peak_bytes = cgroup.map(|(group, _)| group.peak_bytes()).filter(|&b| b > 0);
     drop(forwarding);
     let wall = started.elapsed();
     let (code, exit) = exit_of(status);
@@ -236,6 +247,7 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
         wall_s: wall.as_secs_f64(),
         unpaged_wall_s: unpaged_wall.map(|d| d.as_secs_f64()),
         exit,
+        cgroup_peak_bytes,
         peak_pss_bytes,
         processes: &processes,
     };
@@ -244,11 +256,18 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
             .with_context(|| format!("writing {}", out.target().display()))?;
         out.commit()?;
     }
+    print(opts.format, &summary, pid)?;
+    Ok(code)
+}
+
+/// Prints the report on standard error in `format`.
+fn print(format: Format, summary: &Summary<'_>, pid: u32) -> anyhow::Result<()> {
     let mut err = std::io::stderr().lock();
-    match opts.format {
-        Format::Json => writeln!(err, "{}", serde_json::to_string_pretty(&summary)?)?,
+    match format {
+        Format::Json => writeln!(err, "{}", serde_json::to_string_pretty(summary)?)?,
         Format::Csv => {
-            let rows: Vec<RunRow> = processes
+            let rows: Vec<RunRow> = summary
+                .processes
                 .iter()
                 .map(|p| {
                     let what = format!("{} {}", p.pid, p.command.first().map_or("", String::as_str));
@@ -264,9 +283,35 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
                 .collect();
             crate::report::write(&mut err, &rows, Format::Csv)?;
         }
-        Format::Table => print_summary(&mut err, &summary, pid)?,
+        Format::Table => print_summary(&mut err, summary, pid)?,
     }
-    Ok(code)
+    Ok(())
+}
+
+/// Puts the program `cmd` starts into a memory cgroup of its own, made
+/// inside ccvm's, as it starts (before its first allocation, so that every
+/// page it and its children are charged is counted). Returns the group
+/// and the open `cgroup.procs` the child writes to, to keep both alive
+/// for the run; `None` (and the program runs unmetered) where the machine
+/// does not let ccvm make one.
+fn metered(cmd: &mut Command) -> Option<(ccvm_kernelswap::Cgroup, std::fs::File)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let group = ccvm_kernelswap::Cgroup::meter_within_own("ccvm-exec").ok()?;
+    let procs = std::fs::OpenOptions::new().write(true).open(group.procs()).ok()?;
+    let fd = procs.as_raw_fd();
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // one async-signal-safe call, `write`, on a descriptor the parent keeps
+    // open until the child has been waited for. "0" names the writer.
+    // A failed write leaves the program unmetered (its peak reads 0),
+    // never unrun.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
+            Ok(())
+        });
+    }
+    Some((group, procs))
 }
 
 /// The reports in `dir`: each process's report at exit (`PID.json`), or
@@ -297,6 +342,22 @@ fn mib(b: u64) -> String {
     format!("{:.1}", b as f64 / (1 << 20) as f64)
 }
 
+/// The run's memory as the report's line tells it: the cgroup's peak
+/// where there is one, and the sampled PSS.
+fn memory_held(s: &Summary<'_>) -> String {
+    match s.cgroup_peak_bytes {
+        Some(peak) => format!(
+            "{} MiB at most (a memory cgroup's peak charge of the program's processes); {} MiB PSS sampled",
+            mib(peak),
+            mib(s.peak_pss_bytes)
+        ),
+        None => format!(
+            "{} MiB at most (the program's processes, PSS sampled at most 1% of the time)",
+            mib(s.peak_pss_bytes)
+        ),
+    }
+}
+
 fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Result<()> {
     writeln!(out, "ccvm exec: {} ({})", s.command.join(" "), s.exit)?;
     match s.unpaged_wall_s {
@@ -308,11 +369,7 @@ fn print_summary(out: &mut impl Write, s: &Summary<'_>, pid: u32) -> anyhow::Res
         )?,
         None => writeln!(out, "wall time              {:.3} s", s.wall_s)?,
     }
-    writeln!(
-        out,
-        "memory held            {} MiB at most (the program's processes, PSS sampled at most 1% of the time)",
-        mib(s.peak_pss_bytes)
-    )?;
+    writeln!(out, "memory held            {}", memory_held(s))?;
     if !s.processes.iter().any(|r| r.pid == pid) {
         writeln!(
             out,

@@ -136,15 +136,61 @@ impl Cgroup {
         Ok(cgroup)
     }
 
+    /// Makes an unlimited cgroup inside the calling process's own memory
+    /// cgroup, named `name-PID`: a meter for the processes this one
+    /// starts. Being nested, their charges still count in every group
+    /// above, so a run that is itself measured from outside (as `ccvm
+    /// bench kernel` measures `ccvm exec`) is measured the same.
+    ///
+    /// # Errors
+    ///
+    /// No memory cgroup controller, no write access to the own group
+    /// (not root), or a cgroup v2 whose own group does not hand the memory
+    /// controller down (its `memory.peak` then does not exist): the caller
+    /// goes without the meter.
+    ///
+    /// ```no_run
+    /// let meter = ccvm_kernelswap::Cgroup::meter_within_own("ccvm-exec")?;
+    /// // ... start a process that joins `meter.procs()`, wait for it ...
+    /// println!("{} bytes at most", meter.peak_bytes());
+    /// # Ok::<(), anyhow::Error>(())
+    /// ```
+    pub fn meter_within_own(name: &str) -> anyhow::Result<Cgroup> {
+        let (root, version) = Self::root()?;
+        let own = read("/proc/self/cgroup")?;
+        let rel = own
+            .lines()
+            .find_map(|line| {
+                let mut fields = line.splitn(3, ':');
+                let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+                let memory = match version {
+                    Version::V1 => controllers.split(',').any(|c| c == "memory"),
+                    Version::V2 => controllers.is_empty(),
+                };
+                memory.then(|| path.trim_start_matches('/').to_string())
+            })
+            .context("no memory cgroup named in /proc/self/cgroup")?;
+        let path = root.join(rel).join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&path).with_context(|| format!("making the cgroup {}", path.display()))?;
+        let cgroup = Cgroup { path, version };
+        if !cgroup.path.join(cgroup.peak_file()).exists() {
+            bail!("{} has no memory controller", cgroup.path.display());
+        }
+        Ok(cgroup)
+    }
+
+    fn peak_file(&self) -> &'static str {
+        match self.version {
+            Version::V1 => "memory.max_usage_in_bytes",
+            Version::V2 => "memory.peak",
+        }
+    }
+
     /// The most memory the group's processes were charged at once, bytes
     /// (v1 `memory.max_usage_in_bytes`, v2 `memory.peak`): the kernel's own
     /// meter, pages of files they read included.
     pub fn peak_bytes(&self) -> u64 {
-        let file = match self.version {
-            Version::V1 => "memory.max_usage_in_bytes",
-            Version::V2 => "memory.peak",
-        };
-        read(self.path.join(file))
+        read(self.path.join(self.peak_file()))
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
@@ -172,8 +218,17 @@ impl Cgroup {
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        // The child has exited; an empty cgroup can be removed.
-        let _ = std::fs::remove_dir(&self.path);
+        // The child has exited, but a process it started (ccvm's helper)
+        // may take a moment more to go, and a group with a task in it
+        // cannot be removed: wait for it, a second at most.
+        for _ in 0..100 {
+            match std::fs::remove_dir(&self.path) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                _ => return,
+            }
+        }
     }
 }
 
