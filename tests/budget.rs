@@ -83,8 +83,9 @@ fn a_paged_run_holds_its_budget_as_the_kernel_counts_it() {
     let outside = unpaged.saturating_sub(size);
     for (ram, policy) in [(40 * MIB, "adaptive-safe"), (40 * MIB, "fixed50"), (24 * MIB, "none")] {
         let ram_arg = format!("{}M", ram / MIB);
-        let (held, _) = paged.run(&[
+        let (held, out) = paged.run(&[
             "run",
+            "--json",
             "--workload",
             workload,
             "--size",
@@ -96,6 +97,17 @@ fn a_paged_run_holds_its_budget_as_the_kernel_counts_it() {
             &reference,
         ]);
         let allowed = ram + outside + ram / 50 + 2 * MIB;
+        // The run's own meter, a group inside this one that ccvm joins
+        // after its plain run: at most the outer peak, and the budget
+        // mostly used.
+        let r: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let own = r["cgroup_peak_bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{policy}: no cgroup peak in the report, as root with a memory cgroup"));
+        assert!(
+            own <= held && own > ram / 2,
+            "{policy}: the run reported {own} bytes, the outer meter {held}"
+        );
         assert!(
             held <= allowed,
             "{policy} at --ram {ram_arg}: the cgroup peaked at {:.1} MiB, over {:.1} MiB \

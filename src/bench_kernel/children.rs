@@ -74,7 +74,8 @@ pub(super) fn ccvm_run(case: &Case, ram: u64, extra: &[String], want: u64) -> an
         Job::Workload { name, size } => {
             let mut cmd = Command::new(exe);
             // The checksum is known: the paged run alone is metered.
-            cmd.args(["run", "--json", "--workload", name, "--size"])
+            // Metered from here: a meter of its own would be charged too.
+            cmd.args(["run", "--json", "--no-cgroup-meter", "--workload", name, "--size"])
                 .arg(size.to_string())
                 .arg("--ram")
                 .arg(ram.to_string())

@@ -179,6 +179,30 @@ impl Cgroup {
         Ok(cgroup)
     }
 
+    /// Moves the calling process into the group: what it is charged from
+    /// now on (and what the processes it starts from now on are charged)
+    /// counts here.
+    ///
+    /// # Errors
+    ///
+    /// The group's `cgroup.procs` refuses the write.
+    pub fn join(&self) -> anyhow::Result<()> {
+        write(self.procs(), "0")
+    }
+
+    /// Moves the calling process back to the group this one was made in,
+    /// so that this one can be removed once its other processes are gone.
+    /// What the process was charged while here stays counted in the group
+    /// above.
+    ///
+    /// # Errors
+    ///
+    /// The enclosing group's `cgroup.procs` refuses the write.
+    pub fn leave(&self) -> anyhow::Result<()> {
+        let parent = self.path.parent().context("a cgroup has a parent")?;
+        write(parent.join("cgroup.procs"), "0")
+    }
+
     fn peak_file(&self) -> &'static str {
         match self.version {
             Version::V1 => "memory.max_usage_in_bytes",
