@@ -236,7 +236,15 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     let meter = crate::meter::TreeMeter::start(pid);
     let status = child.wait().context("waiting for the program")?;
     let peak_pss_bytes = meter.finish();
-    let cgroup_peak_bytes = cgroup.map(|(group, _)| group.peak_bytes()).filter(|&b| b > 0);
+    let cgroup_peak_bytes = cgroup
+        .map(|(group, _)| {
+            let peak = group.peak_bytes();
+            // Processes the program left running (a daemon) go back to
+            // ccvm's group, so that the meter can be removed.
+            let _ = group.leave();
+            peak
+        })
+        .filter(|&b| b > 0);
     drop(forwarding);
     let wall = started.elapsed();
     let (code, exit) = exit_of(status);

@@ -190,17 +190,31 @@ impl Cgroup {
         write(self.procs(), "0")
     }
 
-    /// Moves the calling process back to the group this one was made in,
-    /// so that this one can be removed once its other processes are gone.
-    /// What the process was charged while here stays counted in the group
-    /// above.
+    /// Moves every process in the group (the caller that joined it, and
+    /// those it started meanwhile and that still run, such as ccvm's
+    /// helper) back to the group this one was made in, so that this one
+    /// can be removed. What they were charged while here stays counted in
+    /// the group above.
     ///
     /// # Errors
     ///
-    /// The enclosing group's `cgroup.procs` refuses the write.
+    /// The group's processes cannot be read, or the enclosing group's
+    /// `cgroup.procs` refuses one of them.
     pub fn leave(&self) -> anyhow::Result<()> {
-        let parent = self.path.parent().context("a cgroup has a parent")?;
-        write(parent.join("cgroup.procs"), "0")
+        let parent = self
+            .path
+            .parent()
+            .context("a cgroup has a parent")?
+            .join("cgroup.procs");
+        for pid in read(self.procs())?.split_whitespace() {
+            // A process that ended meanwhile is no longer there to move.
+            if let Err(e) = write(&parent, pid) {
+                if Path::new(&format!("/proc/{pid}")).exists() {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn peak_file(&self) -> &'static str {
