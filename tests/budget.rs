@@ -60,9 +60,28 @@ impl Meter {
     }
 }
 
+impl Meter {
+    /// The groups made inside this one that are still there.
+    fn subgroups(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(&self.path)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect()
+    }
+}
+
 impl Drop for Meter {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.path);
+        // A process a run left behind (the test's `sleep`) may still be
+        // here for a moment.
+        for _ in 0..500 {
+            if std::fs::remove_dir(&self.path).is_ok() || !self.path.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 
@@ -107,6 +126,11 @@ fn a_paged_run_holds_its_budget_as_the_kernel_counts_it() {
         assert!(
             own <= held && own > ram / 2,
             "{policy}: the run reported {own} bytes, the outer meter {held}"
+        );
+        assert_eq!(
+            paged.subgroups(),
+            Vec::<PathBuf>::new(),
+            "{policy}: the run's meter was left behind"
         );
         assert!(
             held <= allowed,
@@ -222,6 +246,15 @@ fn exec_reports_its_trees_cgroup_peak() {
     assert!(
         inner <= 8 * MIB + outside + 8 * MIB / 50 + 2 * MIB,
         "the tree passed its budget by the report: {inner}"
+    );
+    assert_eq!(outer.subgroups(), Vec::<PathBuf>::new(), "exec's meter was left behind");
+    // A program that leaves a process running: the meter is removed all the same.
+    let (_, out) = outer.run(&["exec", "--ram", "8M", "--", "sh", "-c", "sleep 2 & echo started"]);
+    assert_eq!(String::from_utf8_lossy(&out), "started\n");
+    assert_eq!(
+        outer.subgroups(),
+        Vec::<PathBuf>::new(),
+        "a meter with a process left running stayed"
     );
     std::fs::remove_dir_all(&dir).ok();
 }
