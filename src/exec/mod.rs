@@ -236,15 +236,9 @@ pub fn exec(mut opts: ExecOptions) -> anyhow::Result<i32> {
     let meter = crate::meter::TreeMeter::start(pid);
     let status = child.wait().context("waiting for the program")?;
     let peak_pss_bytes = meter.finish();
-    let cgroup_peak_bytes = cgroup
-        .map(|(group, _)| {
-            let peak = group.peak_bytes();
-            // Processes the program left running (a daemon) go back to
-            // ccvm's group, so that the meter can be removed.
-            let _ = group.leave();
-            peak
-        })
-        .filter(|&b| b > 0);
+    // Dropped here, the group sends what the program left running (a
+    // daemon) back to ccvm's group and is removed.
+    let cgroup_peak_bytes = cgroup.map(|(group, _)| group.peak_bytes()).filter(|&b| b > 0);
     drop(forwarding);
     let wall = started.elapsed();
     let (code, exit) = exit_of(status);

@@ -90,16 +90,6 @@ fn check_size(size: u64) -> anyhow::Result<()> {
     crate::args::check_userfaultfd()
 }
 
-/// The meter group this process joined for a paged run: left when dropped,
-/// on every way out of the run, so that the group can then be removed.
-struct Joined(ccvm_kernelswap::Cgroup);
-
-impl Drop for Joined {
-    fn drop(&mut self) {
-        let _ = self.0.leave();
-    }
-}
-
 /// Runs `opts` live (after a plain run for the reference checksum).
 pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
     check_size(opts.size)?;
@@ -117,8 +107,8 @@ pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
         .cgroup_meter
         .then(|| ccvm_kernelswap::Cgroup::meter_within_own("ccvm-run").ok())
         .flatten()
-        .filter(|group| group.join().is_ok())
-        .map(Joined);
+        // Left (with the helper) when dropped, on every way out of the run.
+        .filter(|group| group.join().is_ok());
     let meter = crate::meter::TreeMeter::start(std::process::id());
     let mut region = Region::new(opts.size as usize, opts.config.clone())?;
     let t = Instant::now();
@@ -126,7 +116,7 @@ pub fn run_one(label: &str, opts: &RunOptions) -> anyhow::Result<RunReport> {
     let wall = t.elapsed();
     let stats = region.finish()?;
     let peak_pss_bytes = meter.finish();
-    let cgroup_peak_bytes = cgroup.map(|joined| joined.0.peak_bytes()).filter(|&b| b > 0);
+    let cgroup_peak_bytes = cgroup.map(|group| group.peak_bytes()).filter(|&b| b > 0);
     drop(activity);
     Ok(RunReport {
         label: label.into(),

@@ -193,8 +193,8 @@ impl Cgroup {
     /// Moves every process in the group (the caller that joined it, and
     /// those it started meanwhile and that still run, such as ccvm's
     /// helper) back to the group this one was made in, so that this one
-    /// can be removed. What they were charged while here stays counted in
-    /// the group above.
+    /// can be removed; dropping the group does this too. What they were
+    /// charged while here stays counted in the group above.
     ///
     /// # Errors
     ///
@@ -256,9 +256,11 @@ impl Cgroup {
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        // The child has exited, but a process it started (ccvm's helper)
-        // may take a moment more to go, and a group with a task in it
-        // cannot be removed: wait for it, a second at most.
+        // A group with a task in it cannot be removed. What still runs in
+        // it (the caller of `join`, ccvm's helper, a process the program
+        // left running) goes back to the enclosing group first; one that
+        // is exiting meanwhile is waited for, a second at most.
+        let _ = self.leave();
         for _ in 0..100 {
             match std::fs::remove_dir(&self.path) {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
